@@ -1,0 +1,112 @@
+"""Command-line interface: ``causalkit demo | simulate | borrow | systems ...``.
+
+Subcommands that belong to a subpackage are declared here by module path and loaded lazily: each
+such module defines ``add_arguments(parser)`` and ``run(args) -> int`` and imports its heavy
+dependencies inside ``run``, so ``causalkit --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: ``causalkit systems NAME``: module implementing the driver's command line.
+SYSTEMS_COMMANDS = {
+    "ann": ("causalkit.systems.ann.cli", "SmartANN: diagnose and auto-design IVF-PQ / HNSW indexes"),
+    "trace": ("causalkit.systems.tracing.cli", "ARGUS: trace a training run and diagnose faults"),
+    "elastic": ("causalkit.systems.elastic.cli", "LiveR: live resharding vs checkpoint/restart"),
+    "rdma": ("causalkit.systems.rdma.cli", "SHIFT: cross-NIC RDMA failover (emulated verbs)"),
+    "netsched": ("causalkit.systems.netsched.cli", "vClos: contention-free cluster scheduling"),
+}
+
+#: Top-level subcommands implemented by subpackages.
+PACKAGE_COMMANDS = {
+    "borrow": ("causalkit.borrowing.cli", "borrow external controls for a trial (AIB, ACIB, ...)"),
+}
+
+
+def _add_lazy(subparsers, name: str, module: str, help_text: str) -> None:
+    parser = subparsers.add_parser(name, help=help_text, description=help_text)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        parser.set_defaults(_handler=_unavailable(name, exc))
+        return
+    mod.add_arguments(parser)
+    parser.set_defaults(_handler=mod.run)
+
+
+def _unavailable(name: str, exc: Exception):
+    def handler(_args) -> int:
+        print(f"causalkit {name}: not available ({exc})", file=sys.stderr)
+        return 2
+    return handler
+
+
+def _demo(args) -> int:
+    from causalkit.demo import run_demo
+    run_demo(out_dir=args.out, plot=not args.no_plot)
+    return 0
+
+
+def _simulate(args) -> int:
+    from causalkit.studies import run_named_study
+    run_named_study(args.study, reps=args.reps, seed=args.seed, n_jobs=args.jobs,
+                    backend=args.backend, scheduler=args.scheduler, out=args.out)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (also used to render ``--help`` in the docs)."""
+    from causalkit import __version__
+    from causalkit.studies import STUDIES
+
+    parser = argparse.ArgumentParser(prog="causalkit", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"causalkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="NSW trial + CPS external controls: compare estimators",
+                          description="Estimate the NSW training effect borrowing CPS controls; "
+                                      "print a comparison table and write a figure.")
+    demo.add_argument("--out", default=".", help="folder for the table (CSV) and figure (PNG)")
+    demo.add_argument("--no-plot", action="store_true", help="skip the figure")
+    demo.set_defaults(_handler=_demo)
+
+    sim = sub.add_parser("simulate", help="run a simulation study (incremental, resumable)",
+                         description="Run a registered simulation study; results append to "
+                                     "--out as replications finish, and a rerun resumes.")
+    sim.add_argument("study", choices=sorted(STUDIES), help="study name")
+    sim.add_argument("--reps", type=int, default=None, help="replications (study default if unset)")
+    sim.add_argument("--seed", type=int, default=2024, help="base seed")
+    sim.add_argument("--jobs", type=int, default=1, help="parallel workers")
+    sim.add_argument("--backend", choices=("loky", "dask"), default="loky")
+    sim.add_argument("--scheduler", default=None, help="dask scheduler address (backend=dask)")
+    sim.add_argument("--out", default=None, help="results CSV (default: results/<study>.csv)")
+    sim.set_defaults(_handler=_simulate)
+
+    for name, (module, help_text) in PACKAGE_COMMANDS.items():
+        _add_lazy(sub, name, module, help_text)
+
+    systems = sub.add_parser("systems", help="systems experiment drivers",
+                             description="Run one of the systems experiment drivers.")
+    systems_sub = systems.add_subparsers(dest="driver", metavar="DRIVER")
+    for name, (module, help_text) in SYSTEMS_COMMANDS.items():
+        _add_lazy(systems_sub, name, module, help_text)
+    systems.set_defaults(_handler=lambda _a: (systems.print_help(), 2)[1])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``causalkit`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "_handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return int(handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

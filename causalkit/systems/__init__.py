@@ -1,0 +1,1 @@
+"""Systems experiment drivers: ann (SmartANN), tracing (ARGUS), elastic (LiveR), rdma (SHIFT), netsched (vClos)."""

@@ -1,0 +1,48 @@
+"""The shipped real data sets: shape, known benchmarks, and presence in a built wheel."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from causalkit.datasets import (IHDP_COVARIATES, NSW_COVARIATES, NSW_EXPERIMENTAL_BENCHMARK,
+                                load_ihdp, load_nsw_cps)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_nsw_cps_rows_and_benchmark():
+    data = load_nsw_cps()
+    assert len(data) == 16437
+    assert set(NSW_COVARIATES + ["treat", "re78", "trial"]) <= set(data.columns)
+    trial = data[data.trial == 1]
+    assert len(trial) == 445 and trial.treat.sum() == 185
+    assert (data.loc[data.trial == 0, "treat"] == 0).all()
+    assert (data.trial == 0).sum() == 15992
+    diff = trial.loc[trial.treat == 1, "re78"].mean() - trial.loc[trial.treat == 0, "re78"].mean()
+    assert diff == pytest.approx(NSW_EXPERIMENTAL_BENCHMARK, abs=0.01)
+    assert not data.isna().any().any()
+
+
+def test_ihdp_is_hill_2011_sample():
+    data = load_ihdp()
+    assert data.shape[0] == 747 and data.treat.sum() == 139
+    assert set(IHDP_COVARIATES) <= set(data.columns)
+    assert not data[IHDP_COVARIATES].isna().any().any()
+    # Hill (2011) dropped treated children of nonwhite mothers
+    assert (data.loc[data.treat == 1, "momwhite"] == 1).all()
+    std = load_ihdp(standardize=True)
+    np.testing.assert_allclose(std[IHDP_COVARIATES[:6]].mean(), 0, atol=1e-10)
+    np.testing.assert_allclose(std[IHDP_COVARIATES[:6]].std(ddof=0), 1, atol=1e-10)
+
+
+def test_data_files_ship_inside_the_wheel(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path), str(ROOT)], check=True)
+    wheel = next(tmp_path.glob("causalkit-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "causalkit/datasets/data/nsw_cps.csv.gz" in names
+    assert "causalkit/datasets/data/ihdp.csv" in names
