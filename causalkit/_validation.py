@@ -99,7 +99,8 @@ def check_array(X, name: str = "X", *, allow_nan: bool = False, min_rows: int = 
     return arr
 
 
-def check_vector(y, name: str = "y", *, n: int | None = None, allow_nan: bool = False) -> np.ndarray:
+def check_vector(y, name: str = "y", *, n: int | None = None,
+                 allow_nan: bool = False) -> np.ndarray:
     """Validate a 1-D numeric vector, optionally of a required length ``n``."""
     if y is None:
         raise ValueError(f"{name} is required; got None")
@@ -159,7 +160,7 @@ def check_trial_indicator(trial, *, n: int, name: str = "trial") -> np.ndarray:
 
 
 def check_external_controls(treatment: np.ndarray, trial: np.ndarray) -> None:
-    """External units (trial == 0) must be controls (treatment == 0), and the trial needs both arms."""
+    """External units (trial == 0) must be controls (treatment == 0); the trial needs both arms."""
     bad = np.flatnonzero((trial == 0) & (treatment == 1))
     if bad.size:
         shown = ", ".join(map(str, bad[:10])) + (" ..." if bad.size > 10 else "")

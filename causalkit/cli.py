@@ -13,7 +13,7 @@ import sys
 
 #: ``causalkit systems NAME``: module implementing the driver's command line.
 SYSTEMS_COMMANDS = {
-    "ann": ("causalkit.systems.ann.cli", "SmartANN: diagnose and auto-design IVF-PQ / HNSW indexes"),
+    "ann": ("causalkit.systems.ann.cli", "SmartANN: diagnose and auto-design ANN indexes"),
     "trace": ("causalkit.systems.tracing.cli", "ARGUS: trace a training run and diagnose faults"),
     "elastic": ("causalkit.systems.elastic.cli", "LiveR: live resharding vs checkpoint/restart"),
     "rdma": ("causalkit.systems.rdma.cli", "SHIFT: cross-NIC RDMA failover (emulated verbs)"),

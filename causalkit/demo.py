@@ -67,7 +67,8 @@ def run_demo(out_dir=".", plot: bool = True, verbose: bool = True) -> pd.DataFra
         if matplotlib.get_backend().lower() not in ("agg", "pdf", "svg"):
             plt.switch_backend("Agg")
         ax = plot_estimates(estimates, reference=NSW_EXPERIMENTAL_BENCHMARK,
-                            reference_label="experimental benchmark", xlabel="effect on 1978 earnings ($)")
+                            reference_label="experimental benchmark",
+                            xlabel="effect on 1978 earnings ($)")
         ax.set_title("NSW training effect: trial with CPS external controls")
         path = out_dir / "nsw_cps_comparison.png"
         ax.figure.savefig(path, dpi=120, bbox_inches="tight")

@@ -25,8 +25,13 @@ import pandas as pd
 from joblib import Parallel, delayed
 from scipy import stats
 
-from causalkit._validation import check_alpha, check_binary, check_both_arms, check_positive_int
-from causalkit._validation import check_vector
+from causalkit._validation import (
+    check_alpha,
+    check_binary,
+    check_both_arms,
+    check_positive_int,
+    check_vector,
+)
 from causalkit.exceptions import BootstrapFailureWarning
 
 __all__ = ["Estimate", "bootstrap", "difference_in_means", "contrast", "inverse_variance_pool"]
@@ -62,7 +67,8 @@ class Estimate:
     Notes
     -----
     Normal-theory quantities: :math:`z = \\hat\\theta / \\widehat{se}`, two-sided p-value
-    :math:`2\\{1 - \\Phi(|z|)\\}`, interval :math:`\\hat\\theta \\pm z_{1-\\alpha/2}\\,\\widehat{se}`.
+    :math:`2\\{1 - \\Phi(|z|)\\}`,
+    interval :math:`\\hat\\theta \\pm z_{1-\\alpha/2}\\,\\widehat{se}`.
     The percentile interval is :math:`[q_{\\alpha/2}, q_{1-\\alpha/2}]` of the replicates
     (Efron & Tibshirani 1993, ch. 13).
     """
@@ -91,7 +97,7 @@ class Estimate:
         self.details = dict(details or {})
 
     @classmethod
-    def from_influence(cls, value, influence, **kwargs) -> "Estimate":
+    def from_influence(cls, value, influence, **kwargs) -> Estimate:
         """Build an estimate whose SE is :math:`\\sqrt{\\sum_i(\\varphi_i-\\bar\\varphi)^2}/n`."""
         phi = check_vector(influence, "influence")
         if phi.size < 2:
@@ -147,7 +153,8 @@ class Estimate:
         lo, hi = self.conf_int(alpha)
         level = f"{100 * (1 - alpha):g}%"
         title = f"{self.method or 'Estimate'}: {self.name}"
-        head = f"{'':<14}{'coef':>12}{'std err':>12}{'z':>9}{'P>|z|':>9}{'[' + level:>13}{'CI]':>12}"
+        head = (f"{'':<14}{'coef':>12}{'std err':>12}{'z':>9}{'P>|z|':>9}"
+                f"{'[' + level:>13}{'CI]':>12}")
         width = len(head)
         line = (f"{self.name[:14]:<14}{self.value:>12.4g}{self.std_error:>12.4g}"
                 f"{self.zstat:>9.3f}{self.pvalue:>9.3f}{lo:>13.4g}{hi:>12.4g}")

@@ -8,8 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from causalkit.datasets import (IHDP_COVARIATES, NSW_COVARIATES, NSW_EXPERIMENTAL_BENCHMARK,
-                                load_ihdp, load_nsw_cps)
+from causalkit.datasets import (
+    IHDP_COVARIATES,
+    NSW_COVARIATES,
+    NSW_EXPERIMENTAL_BENCHMARK,
+    load_ihdp,
+    load_nsw_cps,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

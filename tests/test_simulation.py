@@ -84,7 +84,7 @@ def test_summary_matches_manual_computation():
     err = dim["estimate"] - 0.5
     assert summ.loc["dim", "bias"] == pytest.approx(err.mean())
     assert summ.loc["dim", "rmse"] == pytest.approx(np.sqrt(np.mean(err ** 2)))
-    covered = ((dim.ci_lower <= 0.5) & (0.5 <= dim.ci_upper)).mean()
+    covered = ((dim.ci_lower <= 0.5) & (dim.ci_upper >= 0.5)).mean()
     assert summ.loc["dim", "coverage"] == pytest.approx(covered)
     assert summ.loc["dim", "mean_ci_length"] == pytest.approx((dim.ci_upper - dim.ci_lower).mean())
     assert np.isnan(summ.loc["mean", "coverage"])
@@ -92,11 +92,11 @@ def test_summary_matches_manual_computation():
 
 def test_dask_backend_on_a_local_cluster_matches_loky():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as client:
-            res = run_study(design, ESTIMATORS, 12, seed=7, backend="dask", scheduler=client,
-                            progress=False)
+    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                   dashboard_address=None) as cluster,
+          distributed.Client(cluster) as client):
+        res = run_study(design, ESTIMATORS, 12, seed=7, backend="dask", scheduler=client,
+                        progress=False)
     ref = _reference(12)
     pd.testing.assert_frame_equal(res.drop(columns="seconds"), ref.drop(columns="seconds"))
 

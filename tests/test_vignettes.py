@@ -1,7 +1,6 @@
 """Every vignette executes (at reduced size) and renders to HTML with its figures."""
 
 import importlib.util
-import os
 from pathlib import Path
 
 import pytest

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import causalkit
-from causalkit.datasets import NSW_COVARIATES, NSW_EXPERIMENTAL_BENCHMARK, load_nsw_cps
+from causalkit.datasets import load_nsw_cps
 from causalkit.inference import bootstrap, difference_in_means
 
 QUICK = os.environ.get("CAUSALKIT_QUICK") == "1"

@@ -4,8 +4,13 @@
 :mod:`causalkit.datasets.ann`, needs the ``[ann]`` extra) builds vector sets for the ANN driver.
 """
 
-from causalkit.datasets._real import (IHDP_COVARIATES, NSW_COVARIATES, NSW_EXPERIMENTAL_BENCHMARK,
-                                      load_ihdp, load_nsw_cps)
+from causalkit.datasets._real import (
+    IHDP_COVARIATES,
+    NSW_COVARIATES,
+    NSW_EXPERIMENTAL_BENCHMARK,
+    load_ihdp,
+    load_nsw_cps,
+)
 
 __all__ = ["load_nsw_cps", "load_ihdp", "load_ann", "NSW_EXPERIMENTAL_BENCHMARK",
            "NSW_COVARIATES", "IHDP_COVARIATES"]
