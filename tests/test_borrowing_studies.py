@@ -1,0 +1,91 @@
+"""Simulation properties of the borrowing estimators (reduced here; full size with --runslow),
+the study runner wiring, the CLI and the demo."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from causalkit.borrowing.designs import paper_a_design
+from causalkit.borrowing.studies import StudyEstimator, paper_a
+from causalkit.simulation import run_study, summarize
+
+ALL = ("trial", "full", "aib", "acib")
+
+
+def _study(reps, bias, frac=0.3, names=ALL, inference="analytic", n_boot=100, small=True,
+           seed=11):
+    size = dict(n_trial=200, n_treated=150, n_external=400, n_features=4) if small else {}
+
+    def design(rng):
+        return paper_a_design(rng, bias=bias, frac_biased=frac, **size)
+
+    ests = {n: StudyEstimator(n, inference=inference if n != "full" else "analytic",
+                              n_boot=n_boot, random_state=0) for n in names}
+    return summarize(run_study(design, ests, reps, seed=seed, n_jobs=2, progress=False))
+
+
+def test_strong_bias_reduced():
+    s = _study(reps=40, bias=2.0)
+    assert s.loc["full", "bias"] < -5 * s.loc["full", "mc_se_bias"]      # clearly biased
+    assert s.loc["full", "coverage"] < 0.5
+    assert s.loc["aib", "rmse"] <= 1.1 * s.loc["trial", "rmse"]
+    assert s.loc["aib", "mean_share_biased"] < 0.15                      # pool: 30% biased
+
+
+@pytest.mark.slow
+def test_acceptance_no_bias_rmse():
+    s = _study(reps=300, bias=0.0, small=False)
+    assert s.loc["aib", "rmse"] < s.loc["trial", "rmse"]
+    assert s.loc["acib", "rmse"] < s.loc["trial", "rmse"]
+
+
+@pytest.mark.slow
+def test_acceptance_no_bias_bootstrap_coverage():
+    s = _study(reps=200, bias=0.0, names=("aib", "acib"), inference="bootstrap", n_boot=100,
+               small=False)
+    assert 0.92 <= s.loc["aib", "coverage"] <= 0.98
+    assert 0.92 <= s.loc["acib", "coverage"] <= 0.98
+
+
+@pytest.mark.slow
+def test_acceptance_strong_bias():
+    s = _study(reps=300, bias=2.0, small=False)
+    assert s.loc["aib", "rmse"] <= 1.1 * s.loc["trial", "rmse"]
+    assert s.loc["full", "bias"] < -5 * s.loc["full", "mc_se_bias"]
+
+
+def test_paper_a_study_writes_and_resumes(tmp_path):
+    out = tmp_path / "paper_a.csv"
+    first = paper_a(reps=2, quick=True, out=out)
+    assert set(first.index.get_level_values("scenario")) == {"linear-bias0", "linear-bias0.5"}
+    for col in ("bias", "sd", "rmse", "coverage", "mean_ci_length", "mean_n_borrowed",
+                "mean_share_biased"):
+        assert col in first.columns
+    assert (tmp_path / "paper_a_summary.csv").exists()
+    again = paper_a(reps=2, quick=True, out=out)          # resumes: nothing recomputed
+    pd.testing.assert_frame_equal(first.drop(columns="mean_seconds"),
+                                  again.drop(columns="mean_seconds"))
+
+
+def test_cli_borrow(capsys, tmp_path):
+    from causalkit.cli import main
+    rng = np.random.default_rng(0)
+    d = paper_a_design(rng, n_trial=120, n_treated=80, n_external=150, n_features=3)
+    frame = pd.DataFrame(d["X"], columns=["u", "v", "w"]).assign(y=d["y"], a=d["a"], s=d["s"])
+    path = tmp_path / "hybrid.csv"
+    frame.to_csv(path, index=False)
+    png = tmp_path / "aib.png"
+    code = main(["borrow", "--data", str(path), "--outcome", "y", "--treatment", "a",
+                 "--trial", "s", "--estimators", "trial,aib", "--plot", str(png)])
+    out = capsys.readouterr().out
+    assert code == 0 and "AIB" in out and "n_borrowed" in out and png.exists()
+    assert main(["borrow", "--data", str(path), "--outcome", "nope"]) == 2
+
+
+def test_demo_table(tmp_path):
+    from causalkit.demo import run_demo
+    table = run_demo(out_dir=tmp_path, plot=False, verbose=False)
+    assert len(table) == 7 and table["n_borrowed"].notna().all()
+    assert table.loc["Trial only (AIPW)", "n_borrowed"] == 0
+    assert table.loc["Full borrowing", "n_borrowed"] == 15992
+    assert (table["std_error"] > 0).all()
