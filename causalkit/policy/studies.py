@@ -1,0 +1,258 @@
+"""Simulation studies of target-population policy evaluation and learning.
+
+``reference``: bias, RMSE and CI coverage of the target value estimators (target DR, direct,
+IPW, source-only AIPW) on the designs of :mod:`causalkit.policy.dgps`, across shift strengths,
+K = 2 and 3 arms, and correctly or wrongly specified nuisances; plus the true target value and
+regret of learned policies. ``versus_econml``: target regret and run time of
+:class:`~causalkit.policy.TargetPolicyLearner` and of econml's ``DRPolicyTree`` /
+``DRPolicyForest`` (which optimise the *source* value) on the same data.
+
+Every scenario is one :func:`causalkit.simulation.run_study` call writing its own resumable CSV
+(``<out stem>-<scenario>.csv``); the returned table is :func:`causalkit.simulation.summarize`
+per scenario, with ``regret`` columns for learners (there ``estimate`` is the true target value
+of the learned policy and ``truth`` the unrestricted optimum, so ``bias = -mean regret``).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from sklearn.dummy import DummyClassifier
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer, PolynomialFeatures
+
+from causalkit.policy import dgps
+from causalkit.policy.learner import TargetPolicyLearner
+from causalkit.policy.value import METHODS, TargetPolicyValue
+
+__all__ = ["reference", "versus_econml", "nuisance_spec", "SPECS"]
+
+#: Nuisance specifications of the reference study.
+SPECS = ("correct", "outcome_wrong", "weights_wrong", "propensity_wrong",
+         "outcome_and_weights_wrong")
+
+
+def _first_column(X):
+    return np.asarray(X)[:, :1]
+
+
+def nuisance_spec(spec, cv=2, random_state=0):
+    """A :class:`TargetPolicyValue` with correctly or wrongly specified nuisances.
+
+    ``outcome_wrong``: OLS on :math:`x_1` only; ``weights_wrong``: a constant domain classifier
+    (so :math:`\\hat w \\equiv 1`, i.e. shift ignored); ``propensity_wrong``: a constant
+    propensity; the correct models are OLS per arm and logistic regressions on :math:`x`.
+    """
+    if spec not in SPECS:
+        raise ValueError(f"spec must be one of {SPECS}; got {spec!r}")
+    outcome = LinearRegression()
+    if spec in ("outcome_wrong", "outcome_and_weights_wrong"):
+        outcome = make_pipeline(FunctionTransformer(_first_column), LinearRegression())
+    propensity = (DummyClassifier(strategy="prior") if spec == "propensity_wrong"
+                  else LogisticRegression(max_iter=1000))
+    domain = (DummyClassifier(strategy="prior") if spec in ("weights_wrong",
+                                                            "outcome_and_weights_wrong")
+              else LogisticRegression(max_iter=1000))
+    return TargetPolicyValue(outcome, propensity, domain, cv=cv, random_state=random_state)
+
+
+# ------------------------------------------------------------------ designs and estimators
+def _design(rng, *, design, shift, truth, n_source, n_target):
+    data = dgps.simulate(design, rng, n_source=n_source, n_target=n_target, shift=shift)
+    data.update(truth=truth, seed=int(rng.integers(2**31 - 1)), cache={})
+    return data
+
+
+def _value_estimator(data, *, spec, policy, method):
+    """Fit the value estimator once per data set (shared by all methods) and estimate."""
+    import warnings
+
+    from causalkit.exceptions import CausalkitWarning
+
+    if spec not in data["cache"]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CausalkitWarning)
+            data["cache"][spec] = nuisance_spec(spec, random_state=data["seed"]).fit(
+                data["X_source"], data["treatment"], data["y"], data["X_target"])
+    fitted = data["cache"][spec]
+    est = fitted.estimate(policy, method)
+    est.details.update(ess_fraction=fitted.weight_summary()["ess_fraction"])
+    return est
+
+
+def _true_policy_value(model, design, shift, optimum):
+    value = dgps.true_value(design, model.predict_proba, shift, n_mc=200_000)
+    return value, optimum - value
+
+
+def _learner(data, *, make, design, shift):
+    """True target value of a learned policy (``estimate``), regret and its held-out estimate."""
+    import warnings
+
+    from causalkit.exceptions import CausalkitWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CausalkitWarning)
+        model = make(data)
+    value, regret = _true_policy_value(model, design, shift, data["truth"])
+    out = {"estimate": value, "regret": regret}
+    if hasattr(model, "value_"):
+        lo, hi = model.value_.conf_int()
+        out.update(estimated_value=model.value_.value, estimated_se=model.value_.std_error,
+                   heldout_covers_true_value=float(lo <= value <= hi))
+    return out
+
+
+class _Proba:
+    """Adapter exposing econml's ``predict_proba`` with the policy-matrix column order."""
+
+    def __init__(self, fitted):
+        self.fitted = fitted
+
+    def predict_proba(self, X):
+        return self.fitted.predict_proba(X)
+
+
+def _ck_learner(data, *, policy, outcome="linear", **kwargs):
+    outcome_model = LinearRegression() if outcome == "linear" else make_pipeline(
+        PolynomialFeatures(2), LinearRegression())
+    value = TargetPolicyValue(outcome_model, cv=2, random_state=data["seed"])
+    return TargetPolicyLearner(value, policy=policy, random_state=data["seed"], **kwargs).fit(
+        data["X_source"], data["treatment"], data["y"], data["X_target"])
+
+
+def _econml(data, *, forest):
+    from econml.policy import DRPolicyForest, DRPolicyTree
+
+    common = dict(model_regression=make_pipeline(PolynomialFeatures(3), LinearRegression()),
+                  model_propensity=LogisticRegression(max_iter=1000), cv=2, max_depth=2,
+                  min_samples_leaf=5, honest=False, min_balancedness_tol=0.5,
+                  random_state=data["seed"])
+    model = (DRPolicyForest(n_estimators=100, n_jobs=1, **common) if forest
+             else DRPolicyTree(**common))
+    model.fit(data["y"], data["treatment"], X=data["X_source"])
+    return _Proba(model)
+
+
+def _out_path(out, scenario):
+    if out is None:
+        return None
+    out = Path(out)
+    return out.with_name(f"{out.stem}-{scenario}{out.suffix or '.csv'}")
+
+
+def _run(scenario, design_fn, estimators, reps, seed, n_jobs, backend, scheduler, out):
+    from causalkit.simulation import run_study, summarize
+
+    results = run_study(design_fn, estimators, reps, seed, n_jobs=n_jobs, backend=backend,
+                        scheduler=scheduler, out=_out_path(out, scenario))
+    summary = summarize(results)
+    if "regret" in results:
+        summary["regret"] = -summary["bias"]
+        summary["regret_sd"] = summary["sd"]
+    summary.insert(0, "scenario", scenario)
+    return summary
+
+
+# ---------------------------------------------------------------------------- studies
+def _reference_scenarios(quick):
+    if quick:
+        return [("estimation", "moderate", spec, "optimal")
+                for spec in ("correct", "outcome_wrong")]
+    rows = [("estimation", "moderate", spec, pol) for spec in SPECS
+            for pol in ("optimal", "soft")]
+    rows += [("estimation", shift, spec, "optimal") for shift in ("none", "strong")
+             for spec in ("correct", "outcome_wrong")]
+    rows += [("estimation3", "moderate", spec, "optimal") for spec in ("correct", "outcome_wrong")]
+    rows += [("estimation3", "strong", "correct", "optimal")]
+    return rows
+
+
+def reference(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+              quick=False):
+    """Reference study: value estimators across shifts, arms and nuisance specifications,
+    then learned-policy regret on the ``learning`` design.
+
+    Full size: 200 replications per scenario, n_S = n_T = 2000, 2-fold cross-fitting
+    (learning part: 40 replications, n_S = n_T = 3000). ``quick``: 20 replications, n = 500.
+    """
+    n = 500 if quick else 2000
+    reps_value = reps or (20 if quick else 200)
+    tables = []
+    for design, shift, spec, pol in _reference_scenarios(quick):
+        m = dgps.SHIFTS[shift]
+        policy = (dgps.optimal_policy if pol == "optimal" else dgps.soft_policy)(design)
+        truth = dgps.true_value(design, policy, m)
+        design_fn = partial(_design, design=design, shift=m, truth=truth, n_source=n,
+                            n_target=n)
+        estimators = {method: partial(_value_estimator, spec=spec, policy=policy, method=method)
+                      for method in METHODS}
+        table = _run(f"{design}-{shift}-{spec}-{pol}", design_fn, estimators, reps_value, seed,
+                     n_jobs, backend, scheduler, out)
+        table.insert(1, "design", design)
+        table.insert(2, "shift", shift)
+        table.insert(3, "spec", spec)
+        table.insert(4, "policy", pol)
+        tables.append(table)
+    tables.append(_learning_table(reps or (4 if quick else 40), seed, n_jobs, backend, scheduler,
+                                  out, quick, econml=False, prefix="reference-learning"))
+    return _save(pd.concat(tables), out)
+
+
+def _save(summary, out):
+    """Write ``<out stem>-summary.csv`` and a figure next to the replication files."""
+    if out is not None:
+        from causalkit.policy.plots import plot_study_summary
+
+        out = Path(out)
+        summary.to_csv(out.with_name(f"{out.stem}-summary.csv"))
+        fig = plot_study_summary(summary)
+        fig.savefig(out.with_name(f"{out.stem}-summary.png"), dpi=110, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+    return summary
+
+
+def _learning_table(reps, seed, n_jobs, backend, scheduler, out, quick, *, econml, prefix):
+    n = 600 if quick else 3000
+    shifts = ("none", "strong") if quick else tuple(dgps.LEARNING_SHIFTS)
+    tables = []
+    for shift in shifts:
+        m = dgps.LEARNING_SHIFTS[shift]
+        optimum = dgps.true_value("learning", None, m)
+        design_fn = partial(_design, design="learning", shift=m, truth=optimum, n_source=n,
+                            n_target=n)
+        makers = {"ck_tree": partial(_ck_learner, policy="tree", outcome="poly2"),
+                  "ck_linear": partial(_ck_learner, policy="linear", outcome="poly2")}
+        if econml:
+            makers["econml_tree"] = partial(_econml, forest=False)
+            makers["econml_forest"] = partial(_econml, forest=True)
+        estimators = {name: partial(_learner, make=make, design="learning", shift=m)
+                      for name, make in makers.items()}
+        table = _run(f"{prefix}-{shift}", design_fn, estimators, reps, seed, n_jobs, backend,
+                     scheduler, out)
+        table.insert(1, "design", "learning")
+        table.insert(2, "shift", shift)
+        tables.append(table)
+    frame = pd.concat(tables)
+    if econml:
+        ref = frame.loc[frame.index == "econml_tree"].set_index("shift")["regret"]
+        frame["regret_ratio_vs_econml_tree"] = frame["regret"] / frame["shift"].map(ref)
+    return frame
+
+
+def versus_econml(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+                  quick=False):
+    """Target regret and run time: causalkit learners (target objective) vs econml's
+    ``DRPolicyTree`` / ``DRPolicyForest`` (source objective, depth 2) on the ``learning`` design.
+
+    Same data, same policy class for the trees (depth 2, min 5 rows per leaf, no honesty, no
+    balance constraint). Full size: 40 replications per shift, n_S = n_T = 3000.
+    ``regret_ratio_vs_econml_tree`` divides each learner's mean regret by the econml tree's.
+    """
+    return _save(_learning_table(reps or (4 if quick else 40), seed, n_jobs, backend, scheduler,
+                                 out, quick, econml=True, prefix="econml"), out)

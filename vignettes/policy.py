@@ -1,0 +1,136 @@
+# %% [markdown]
+# # Transporting a treatment rule to a new population
+#
+# A treatment rule is learned from one population (the *source*: covariates X, treatment A,
+# outcome Y) and deployed in another (the *target*), where only covariates are observed. If the
+# outcome model is the same in both and only the covariate distribution differs (covariate
+# shift), the target value of a policy pi is
+#
+#     V_T(pi) = E_T[ sum_a pi(a|X) mu(a, X) ],   mu(a, x) = E[Y | X = x, A = a, source].
+#
+# `causalkit.policy` estimates V_T(pi) with a doubly robust, efficient estimator
+#
+#     V_hat = mean over target of sum_a pi(a|X) mu_hat(a, X)
+#           + mean over source of w_hat(X) pi(A|X) / e_hat(A|X) * (Y - mu_hat(A, X)),
+#
+# where w(x) = p_T(x) / p_S(x) is the density ratio (from a domain classifier) and e the source
+# propensity, and learns the policy that maximises it. This vignette walks through overlap
+# diagnostics, evaluation of candidate rules, and the learned rule against a source-trained one.
+
+# %%
+import os
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+from sklearn.linear_model import LinearRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import PolynomialFeatures
+
+from causalkit.plotting import plot_estimates
+from causalkit.policy import TargetPolicyLearner, TargetPolicyValue, dgps
+from causalkit.policy.plots import plot_overlap, plot_policy_map
+
+QUICK = os.environ.get("CAUSALKIT_QUICK") == "1"
+N = 800 if QUICK else 3000
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+# %% [markdown]
+# ## Data: an effect that changes regime where the target lives
+#
+# Source covariates are N(0, I); target covariates are shifted to mean (1.5, 0, 0). The treatment
+# effect is tau(x) = x2 * s(-4(x1 - 1.5)) - x3 * s(4(x1 - 1.5)) with s the logistic function:
+# in the bulk of the source it is driven by x2, in the high-x1 region (sparse in the source,
+# dense in the target) by x3. The true values below come from the known outcome model.
+
+# %%
+shift = dgps.LEARNING_SHIFTS["strong"]
+data = dgps.simulate("learning", np.random.default_rng(7), n_source=N, n_target=N, shift=shift)
+Xs, a, y, Xt = data["X_source"], data["treatment"], data["y"], data["X_target"]
+print(f"source: {Xs.shape[0]} rows, {a.mean():.0%} treated; target: {Xt.shape[0]} rows")
+
+# %% [markdown]
+# ## Overlap first
+#
+# The density ratio is the odds of a cross-fitted domain classifier times n_S/n_T. Its effective
+# sample size ESS = (sum w)^2 / sum w^2 says how many source units the target correction is
+# really worth; below 10% of the source, causalkit warns that intervals may under-cover.
+
+# %%
+outcome = make_pipeline(PolynomialFeatures(2), LinearRegression())
+value = TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0).fit(Xs, a, y, Xt)
+diag = value.diagnostics()
+print({k: round(v, 3) for k, v in diag.items() if isinstance(v, float)})
+plot_overlap(value)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Evaluating candidate rules in the target
+#
+# A policy is any callable returning arm labels (or an (n, K) probability matrix). The
+# source-only AIPW estimate answers a different question (the value in the source population)
+# and is shown for contrast.
+
+# %%
+rules = {
+    "treat nobody": lambda X: np.zeros(len(X), dtype=int),
+    "treat everybody": lambda X: np.ones(len(X), dtype=int),
+    "treat if x2 > 0": lambda X: (X[:, 1] > 0).astype(int),
+    "treat if x3 < 0": lambda X: (X[:, 2] < 0).astype(int),
+}
+for name, rule in rules.items():
+    dr, src = value.estimate(rule, "dr"), value.estimate(rule, "source_only")
+    truth = dgps.true_value("learning", lambda X, r=rule: np.eye(2)[r(X)], shift, n_mc=200_000)
+    lo, hi = dr.conf_int()
+    print(f"{name:>18}: target DR {dr.value:6.3f} [{lo:6.3f}, {hi:6.3f}]   "
+          f"source-only {src.value:6.3f}   true target value {truth:6.3f}")
+
+# %% [markdown]
+# ## Learning a rule for the target vs for the source
+#
+# `TargetPolicyLearner` maximises the estimated *target* value over depth-2 trees (exhaustive
+# search on the doubly robust score matrix). The source-trained rule is the same learner given
+# the source covariates as its "target", i.e. it maximises the source value, which is what a
+# standard policy tree (for example econml's `DRPolicyTree`) does. `value_` is a cross-fitted
+# (held-out) estimate, not the optimistic in-sample value.
+
+# %%
+target_rule = TargetPolicyLearner(TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0),
+                                  policy="tree", depth=2, random_state=0).fit(Xs, a, y, Xt)
+source_rule = TargetPolicyLearner(TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0),
+                                  policy="tree", depth=2, random_state=0).fit(Xs, a, y, Xs)
+optimum = dgps.true_value("learning", None, shift, n_mc=200_000)
+estimates = {}
+for name, rule in {"target-trained tree": target_rule, "source-trained tree": source_rule}.items():
+    true_v = dgps.true_value("learning", rule.predict_proba, shift, n_mc=200_000)
+    estimates[name] = value.estimate(rule)
+    print(f"{name}: estimated target value {estimates[name].value:.3f}, true {true_v:.3f}, "
+          f"regret {optimum - true_v:.3f}")
+print(f"held-out estimate of the target-trained tree: {target_rule.value_}")
+plot_estimates(estimates, reference=optimum, reference_label="best possible (truth)",
+               xlabel="target value")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The source-trained tree spends its splits on x2, which matters where the source lives; the
+# target-trained tree splits on x1 first and uses x3 in the high-x1 region that dominates the
+# target. The maps below show the two rules on target covariates.
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+plot_policy_map(target_rule, Xt, features=(0, 2), ax=axes[0], title="target-trained tree")
+plot_policy_map(source_rule, Xt, features=(0, 2), ax=axes[1], title="source-trained tree")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## Notes
+#
+# * Larger outcomes are better: negate Y for harmful outcomes.
+# * The estimate is doubly robust in (outcome model) vs (propensity and density ratio); with
+#   both wrong it is biased. Cross-fitting covers both samples, since the domain classifier
+#   uses target rows.
+# * Heavy-tailed weights (small ESS) make the normal interval optimistic; consider a weight cap
+#   (`max_weight`), which trades variance for bias, and report the diagnostics.
