@@ -1,0 +1,349 @@
+"""BalanceNet: balanced-representation networks for the sequential outcome regressions (torch)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+from torch import nn
+
+from causalkit._validation import check_fraction, check_positive_int, check_random_state
+from causalkit.longterm._base import MonotoneEstimator
+from causalkit.longterm._data import MonotoneData
+from causalkit.longterm.regression import SequentialRegression
+
+__all__ = ["BalanceNet", "ipm"]
+
+_IPMS = ("mmd_linear", "mmd_rbf", "wasserstein")
+
+
+def ipm(a: torch.Tensor, b: torch.Tensor, kind: str = "mmd_linear") -> torch.Tensor:
+    """Integral probability metric between two sets of representations.
+
+    * ``"mmd_linear"``: ``||mean(a) - mean(b)||^2`` (MMD with the linear kernel);
+    * ``"mmd_rbf"``: biased MMD^2 with a Gaussian kernel, bandwidth = median pairwise distance
+      (Gretton et al. 2012, *JMLR* 13);
+    * ``"wasserstein"``: entropic optimal transport cost with Euclidean ground cost; the plan is
+      computed by 50 log-domain Sinkhorn iterations on the detached costs (regularisation 0.05
+      x mean cost) and the cost is differentiated through the distances only, as in
+      CFR-Wass (Shalit, Johansson & Sontag 2017, ICML; Cuturi 2013).
+    """
+    if kind == "mmd_linear":
+        return torch.sum((a.mean(0) - b.mean(0)) ** 2)
+    if kind == "mmd_rbf":
+        both = torch.cat([a, b])
+        d2 = torch.cdist(both, both) ** 2
+        sigma2 = torch.median(d2.detach()[d2.detach() > 0]).clamp_min(1e-6) / 2
+        k = torch.exp(-d2 / (2 * sigma2))
+        na = a.shape[0]
+        return k[:na, :na].mean() + k[na:, na:].mean() - 2 * k[:na, na:].mean()
+    if kind == "wasserstein":
+        cost = torch.cdist(a, b)
+        c = cost.detach()
+        eps = 0.05 * c.mean().clamp_min(1e-6)
+        log_mu = torch.full((a.shape[0],), -np.log(a.shape[0]), dtype=c.dtype, device=c.device)
+        log_nu = torch.full((b.shape[0],), -np.log(b.shape[0]), dtype=c.dtype, device=c.device)
+        f = torch.zeros_like(log_mu)
+        g = torch.zeros_like(log_nu)
+        for _ in range(50):
+            f = -eps * torch.logsumexp((g[None, :] - c) / eps + log_nu[None, :], dim=1)
+            g = -eps * torch.logsumexp((f[:, None] - c) / eps + log_mu[:, None], dim=0)
+        plan = torch.exp((f[:, None] + g[None, :] - c) / eps + log_mu[:, None] + log_nu[None, :])
+        return torch.sum(plan * cost)
+    raise ValueError(f"ipm must be one of {_IPMS}; got {kind!r}")
+
+
+def _mlp(sizes, final_activation: bool) -> nn.Sequential:
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        layers.append(nn.Linear(n_in, n_out))
+        if final_activation or i < len(sizes) - 2:
+            layers.append(nn.ELU())
+    return nn.Sequential(*layers)
+
+
+class _Net(nn.Module):
+    """Shared representation ``Phi`` with one outcome head per treatment arm (TARNet layout)."""
+
+    def __init__(self, n_in, representation, head):
+        super().__init__()
+        self.phi = _mlp([n_in, *representation], final_activation=True)
+        self.heads = nn.ModuleList([_mlp([representation[-1], *head, 1], final_activation=False)
+                                    for _ in (0, 1)])
+
+    def forward(self, x, arm):
+        rep = self.phi(x)
+        out = torch.where(arm == 1, self.heads[1](rep)[:, 0], self.heads[0](rep)[:, 0])
+        return out, rep
+
+
+def _resolve_device(device) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("device='cuda' was requested but CUDA is not available on this "
+                             "machine (torch.cuda.is_available() is False); use device='cpu' "
+                             "or 'auto'")
+        return torch.device("cuda")
+    if device == "cpu":
+        return torch.device("cpu")
+    raise ValueError(f"device must be 'auto', 'cpu' or 'cuda'; got {device!r}")
+
+
+class _FittedStage:
+    """A trained stage network with the input/target standardisation it was trained with."""
+
+    def __init__(self, net, mean, scale, y_mean, y_scale, device, history):
+        self.net, self.mean, self.scale = net, mean, scale
+        self.y_mean, self.y_scale, self.device = y_mean, y_scale, device
+        self.history = history
+
+    def predict(self, H, arm):
+        arm = np.array(np.broadcast_to(np.asarray(arm), (H.shape[0],)))
+        x = torch.as_tensor((H - self.mean) / self.scale, dtype=torch.float32, device=self.device)
+        t = torch.as_tensor(arm, dtype=torch.long, device=self.device)
+        with torch.no_grad():
+            out, _ = self.net(x, t)
+        return out.cpu().numpy().astype(float) * self.y_scale + self.y_mean
+
+
+class BalanceNet(MonotoneEstimator):
+    """Sequential regression with balanced-representation networks at every stage.
+
+    At stage ``t`` a network with a shared representation ``Phi_t(H_t)`` and one head per arm
+    (TARNet layout) is trained on the units at risk with
+
+    .. math::
+
+        L_t = \\frac{\\sum_{i: R_{ti}=1} w_i \\{h_{A_i}(\\Phi_t(H_{ti})) - \\tilde Y^{(t)}_i\\}^2}
+                   {\\sum_{i: R_{ti}=1} w_i}
+              + \\alpha\\, \\mathrm{IPM}(\\Phi_t \\mid R_t = 1, \\Phi_t \\mid R_t = 0)
+              + \\alpha_A\\, \\mathrm{IPM}(\\Phi_t \\mid A = 1, \\Phi_t \\mid A = 0),
+
+    the IPMs computed on each mini-batch over the units at risk (skipped when a group has fewer
+    than two members in the batch). The first penalty balances stayers against drop-outs (the
+    covariate shift between the units a stage regression is fitted on and those it imputes
+    for); the second balances the arms (Shalit, Johansson & Sontag 2017). The stage networks
+    are chained backwards exactly as in :class:`SequentialRegression`, whose estimate, effect
+    and inference this estimator returns. The balancing design is a reconstruction of Yang,
+    Guo, Han & Wu (2025, arXiv:2504.19527), whose network details were not available: the
+    stage-wise loss above, linear MMD by default, early stopping on the factual validation
+    loss.
+
+    In the IHDP study (30% drop-out per stage, 50 replications, small networks) balancing did
+    not lower the PEHE of the same networks unbalanced (sqrt PEHE 1.31 with ``alpha = 1`` and
+    1.26 with ``alpha = 0.1`` versus 1.25): there drop-out depends on the short-term outcomes
+    that predict ``Y``, so matching the representations of stayers and drop-outs also removes
+    predictive information. Treat ``alpha`` as a tuning parameter (0 included).
+
+    ``BalanceNet`` also implements the stage-learner protocol (``fit_stage``), so it can be the
+    ``outcome_model`` of :class:`SequentialRegression`, :class:`SeqMSM` (the sample weights
+    enter the factual loss) or :class:`MonotoneAIPW`.
+
+    Parameters
+    ----------
+    representation : tuple of int
+        Hidden sizes of ``Phi`` (ELU activations).
+    head : tuple of int
+        Hidden sizes of each outcome head.
+    ipm : {"mmd_linear", "mmd_rbf", "wasserstein"}
+    alpha : float
+        Weight of the stayers/drop-outs penalty (``0`` gives unbalanced networks).
+    alpha_treat : float, optional
+        Weight of the treated/control penalty; default ``alpha``.
+    lr, weight_decay : float
+        Adam learning rate and L2 penalty.
+    batch_size, max_epochs, patience : int
+        Mini-batch size; epochs; early-stopping patience on the validation factual loss (the
+        best weights are restored).
+    validation_fraction : float
+        Share of each stage's responders held out for early stopping.
+    mode : {"impute_missing", "replace_all"}
+        Chain variant (see :class:`SequentialRegression`).
+    propensity_model, selection_model, propensity_clip, selection_floor
+        For the influence-function SE (see :class:`SequentialRegression`).
+    device : {"auto", "cpu", "cuda"}
+        ``"auto"`` uses CUDA when present; ``"cuda"`` without CUDA is an error.
+    progress : bool
+        tqdm bar over epochs.
+    random_state : int or None
+        Seeds weight initialisation, the validation split and the batch order: the same seed
+        gives the same numbers.
+
+    Attributes
+    ----------
+    ate_, mu_, influence_, regression_ (the fitted :class:`SequentialRegression`),
+    training_history_ (per stage, the validation loss of each epoch).
+    """
+
+    _method = "BalanceNet"
+
+    def __init__(self, representation=(100, 100), head=(100,), ipm="mmd_linear", alpha=0.1,
+                 alpha_treat=None, lr=1e-3, weight_decay=1e-4, batch_size=128, max_epochs=300,
+                 patience=20, validation_fraction=0.2, mode="impute_missing",
+                 propensity_model=None, selection_model=None, propensity_clip=(0.01, 0.99),
+                 selection_floor=0.01, device="auto", progress=False, random_state=None):
+        self.representation = representation
+        self.head = head
+        self.ipm = ipm
+        self.alpha = alpha
+        self.alpha_treat = alpha_treat
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.validation_fraction = validation_fraction
+        self.mode = mode
+        self.propensity_model = propensity_model
+        self.selection_model = selection_model
+        self.propensity_clip = propensity_clip
+        self.selection_floor = selection_floor
+        self.device = device
+        self.progress = progress
+        self.random_state = random_state
+
+    # -- long-term estimator --------------------------------------------------------------------
+    def _fit(self, data: MonotoneData, with_influence: bool = True):
+        self._check_params()
+        reg = SequentialRegression(outcome_model=self, mode=self.mode,
+                                   propensity_model=self.propensity_model,
+                                   selection_model=self.selection_model,
+                                   propensity_clip=self.propensity_clip,
+                                   selection_floor=self.selection_floor)
+        reg._fit(data, with_influence)
+        self.regression_ = reg
+        self.ate_, self.mu_ = reg.ate_, reg.mu_
+        self.training_history_ = [stage.history for stage in reg.chain_.stages_]
+        if with_influence:
+            self.influence_ = reg.influence_
+        return self
+
+    def _effect(self, X):
+        return self.regression_._effect(X)
+
+    # -- stage learner ------------------------------------------------------------------------
+    def _check_params(self):
+        for name in ("representation", "head"):
+            sizes = getattr(self, name)
+            if not isinstance(sizes, (tuple, list)) or not all(
+                    isinstance(s, numbers.Integral) and s > 0 for s in sizes):
+                raise ValueError(f"{name} must be a tuple of positive ints; got {sizes!r}")
+        if len(self.representation) == 0:
+            raise ValueError("representation needs at least one layer")
+        if self.ipm not in _IPMS:
+            raise ValueError(f"ipm must be one of {_IPMS}; got {self.ipm!r}")
+        for name in ("alpha", "lr", "weight_decay"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Real) or value < 0:
+                raise ValueError(f"{name} must be a number >= 0; got {value!r}")
+        if self.alpha_treat is not None and (not isinstance(self.alpha_treat, numbers.Real)
+                                             or self.alpha_treat < 0):
+            raise ValueError(f"alpha_treat must be None or a number >= 0; "
+                             f"got {self.alpha_treat!r}")
+        for name in ("batch_size", "max_epochs", "patience"):
+            check_positive_int(getattr(self, name), name)
+        check_fraction(self.validation_fraction, "validation_fraction")
+        if self.validation_fraction >= 1:
+            raise ValueError("validation_fraction must be below 1")
+        return _resolve_device(self.device)
+
+    def fit_stage(self, H, treatment, y, labeled, sample_weight=None) -> _FittedStage:
+        """Train one stage network (the stage-learner protocol of the outcome chain).
+
+        Parameters
+        ----------
+        H : ndarray (m, q)
+            Histories of the units at risk (treatment excluded).
+        treatment : ndarray (m,)
+        y : ndarray (m,)
+            Targets; NaN where ``labeled`` is False.
+        labeled : ndarray of bool (m,)
+            Responders of the stage (the others enter only the balancing penalty).
+        sample_weight : ndarray (m,), optional
+            Weights of the factual loss.
+        """
+        device = self._check_params()
+        rng = check_random_state(self.random_state)
+        seed = int(rng.integers(2 ** 31 - 1))
+        treatment = np.asarray(treatment).astype(int)
+        labeled = np.asarray(labeled, dtype=bool)
+        for arm in (0, 1):
+            if not np.any(labeled & (treatment == arm)):
+                raise ValueError(f"no observed unit with treatment={arm} to fit a stage network")
+        mean = H.mean(axis=0)
+        scale = H.std(axis=0)
+        scale[scale == 0] = 1.0
+        y_mean = float(np.mean(y[labeled]))
+        y_scale = float(np.std(y[labeled])) or 1.0
+        lab_idx = np.flatnonzero(labeled)
+        n_val = int(round(self.validation_fraction * lab_idx.size))
+        val = rng.permutation(lab_idx)[:n_val] if n_val >= 2 else np.array([], dtype=int)
+        train = np.setdiff1d(np.arange(H.shape[0]), val)
+        w = np.ones(H.shape[0]) if sample_weight is None else np.asarray(sample_weight, float)
+        w = w / w[labeled].mean()
+
+        def tensor(v, dtype=torch.float32):
+            return torch.as_tensor(np.ascontiguousarray(v), dtype=dtype, device=device)
+
+        x_all = tensor((H - mean) / scale)
+        y_all = tensor(np.where(labeled, (np.nan_to_num(y) - y_mean) / y_scale, 0.0))
+        a_all = tensor(treatment, torch.long)
+        l_all = tensor(labeled, torch.bool)
+        w_all = tensor(w)
+        alpha_treat = self.alpha if self.alpha_treat is None else self.alpha_treat
+        with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
+            torch.manual_seed(seed)
+            net = _Net(H.shape[1], tuple(self.representation), tuple(self.head)).to(device)
+        opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        best, best_state, wait, history = np.inf, None, 0, []
+        epochs = range(self.max_epochs)
+        if self.progress:
+            from tqdm.auto import tqdm
+            epochs = tqdm(epochs, desc="BalanceNet stage", leave=False)
+        for _ in epochs:
+            net.train()
+            order = train[rng.permutation(train.size)]
+            for start in range(0, order.size, self.batch_size):
+                idx = tensor(order[start:start + self.batch_size], torch.long)
+                pred, rep = net(x_all[idx], a_all[idx])
+                lab = l_all[idx]
+                if not lab.any():
+                    continue
+                wl = w_all[idx][lab]
+                loss = torch.sum(wl * (pred[lab] - y_all[idx][lab]) ** 2) / wl.sum()
+                loss = loss + self._penalty(rep, lab, self.alpha)
+                loss = loss + self._penalty(rep, a_all[idx] == 1, alpha_treat)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            if val.size == 0:
+                history.append(np.nan)
+                continue
+            net.eval()
+            with torch.no_grad():
+                vi = tensor(val, torch.long)
+                pred, _ = net(x_all[vi], a_all[vi])
+                vloss = float(torch.sum(w_all[vi] * (pred - y_all[vi]) ** 2) / w_all[vi].sum())
+            history.append(vloss)
+            if vloss < best - 1e-6:
+                best, wait = vloss, 0
+                best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+            else:
+                wait += 1
+                if wait >= self.patience:
+                    break
+        if best_state is not None:
+            net.load_state_dict(best_state)
+        net.eval()
+        return _FittedStage(net, mean, scale, y_mean, y_scale, device, np.asarray(history))
+
+    def _penalty(self, rep, group, weight):
+        if weight == 0:
+            return 0.0
+        n1 = int(group.sum())
+        if n1 < 2 or group.numel() - n1 < 2:
+            return 0.0
+        return weight * ipm(rep[group], rep[~group], self.ipm)

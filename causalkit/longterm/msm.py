@@ -1,0 +1,70 @@
+"""Sequential marginal structural model: stage-wise weighted regressions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from causalkit.longterm._models import cumulative_scores
+from causalkit.longterm.regression import SequentialRegression
+
+__all__ = ["SeqMSM"]
+
+_WEIGHTS = ("cumulative", "stagewise")
+
+
+class SeqMSM(SequentialRegression):
+    """Sequential marginal structural model (SeqMSM): weighted backward regressions.
+
+    The chain of :class:`SequentialRegression` with each stage fitted by weighted least squares
+    (Robins, Hernan & Brumback 2000, *Epidemiology* 11(5); Yang, Guo, Han & Wu 2025,
+    arXiv:2504.19527). For the responders of stage ``t`` in arm ``a``:
+
+    * ``weights="cumulative"`` (default): ``w = 1 / (e_a(X) r_t(H_t))``, so each stage's fit
+      targets the covariate law of the whole population under arm ``a``;
+    * ``weights="stagewise"``: ``w = 1 / lambda_t(H_t)`` (times ``1 / e_a(X)`` at stage 1),
+      moving the responders back to the units at risk at that stage.
+
+    With correctly specified working models the weights change only the variance; under
+    misspecification they define which projection of ``m_t`` is estimated (L2 of the weighted
+    pseudo-population). Per-arm fits make stabilising numerators (constants within an arm)
+    irrelevant, so none are offered. The weighted losses are dominated by a few units when
+    drop-out is heavy: that is the high variance BalanceNet targets.
+
+    Inference defaults to the bootstrap: the weighted fits are less efficient than the
+    unweighted chain, so the efficient-influence-function SE (``inference="influence"``)
+    understates their variance (measured coverage 0.84 at 40% drop-out per stage in the
+    linear-Gaussian study, 0.65-0.75 in the IHDP study).
+
+    Parameters
+    ----------
+    outcome_model : regressor accepting ``sample_weight`` (default OLS) or a stage learner
+    weights : {"cumulative", "stagewise"}
+    mode, propensity_model, selection_model, propensity_clip, selection_floor
+        As in :class:`SequentialRegression` (here the probability models also build the weights).
+    """
+
+    _method = "Sequential MSM"
+    _default_inference = "bootstrap"
+
+    def __init__(self, outcome_model=None, weights="cumulative", mode="impute_missing",
+                 propensity_model=None, selection_model=None, propensity_clip=(0.01, 0.99),
+                 selection_floor=0.01):
+        super().__init__(outcome_model=outcome_model, mode=mode,
+                         propensity_model=propensity_model, selection_model=selection_model,
+                         propensity_clip=propensity_clip, selection_floor=selection_floor)
+        self.weights = weights
+
+    def _chain_weights(self, data, e1, lam):
+        if self.weights not in _WEIGHTS:
+            raise ValueError(f"weights must be one of {_WEIGHTS}; got {self.weights!r}")
+        e_own = np.where(data.a == 1, e1, 1.0 - e1)
+        if self.weights == "cumulative":
+            stage_w = 1.0 / (e_own[:, None] * cumulative_scores(lam))
+        else:
+            stage_w = 1.0 / lam
+            stage_w[:, 0] /= e_own
+
+        def weights(k, rows):
+            return np.nan_to_num(np.where(data.R[rows, k] == 1, stage_w[rows, k], 0.0))
+
+        return weights

@@ -1,0 +1,235 @@
+"""Simulation studies of the long-term estimators (registered in :mod:`causalkit.studies`).
+
+* ``linear_gaussian``: X ~ N(0, I_5), n = 1000, three stages, closed-form ATE = 3, drop-out
+  driven by the latest short-term outcome (xi = 1) at 10/20/30/40% per stage; at 30% also
+  bootstrap intervals for SequentialRegression and SeqMSM (a fifth of the replications);
+* ``ihdp``: the 747 IHDP children (25 covariates, real treatment), the same outcome chain and
+  drop-out at 15% and 30% per stage; truth = mean tau(X_i); includes BalanceNet (alpha = 1
+  and 0.1) against unbalanced networks of the same size (PEHE) at the high drop-out rate, with
+  half the replications and small networks (``STUDY_NET``: 2 x 32 representation, 1 x 32
+  heads, at most 100 epochs) because the machine is a shared 2-core one;
+* ``jobs``: NSW (445 units) plus the 812 CPS controls on the common support (8 covariates,
+  observational), the same chain at 20% and 35% per stage.
+
+Every study runs :func:`causalkit.simulation.run_study` (incremental, resumable) and returns its
+:func:`~causalkit.simulation.summarize` table with a ``setting`` column; when ``out`` is given
+the summary (``<out stem>_summary.csv``) and a figure (``<out stem>.png``) are written beside it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["linear_gaussian", "ihdp", "jobs", "linear_estimators", "network_estimators"]
+
+
+# -- estimators -------------------------------------------------------------------------------
+def _run(make, data, with_pehe=False, inference="influence"):
+    est = make().fit(data["X"], data["treatment"], data["short"], data["outcome"])
+    if inference == "bootstrap":
+        res = est.estimate(inference="bootstrap", n_boot=100, random_state=int(data["seed"]))
+    else:
+        res = est.estimate(inference=inference)
+    if not with_pehe:
+        return res
+    lo, hi = res.conf_int()
+    pehe = float(np.sqrt(np.mean((est.effect(data["X"]) - data["tau"]) ** 2)))
+    return {"estimate": res.value, "std_error": res.std_error, "ci_lower": lo, "ci_upper": hi,
+            "pehe": pehe}
+
+
+def _factories(seed: int = 0) -> dict:
+    from sklearn.dummy import DummyClassifier, DummyRegressor
+
+    from causalkit.longterm import (
+        CompleteCase,
+        MonotoneAIPW,
+        NaiveIPW,
+        SeqMSM,
+        SequentialIPW,
+        SequentialRegression,
+    )
+    flat = DummyClassifier(strategy="prior")
+    return {
+        "SequentialIPW": SequentialIPW,
+        "SequentialIPW (Hajek)": partial(SequentialIPW, normalize=True),
+        "SequentialRegression": SequentialRegression,
+        "SeqMSM": SeqMSM,
+        "MonotoneAIPW": partial(MonotoneAIPW, random_state=seed),
+        "MonotoneAIPW (wrong outcome chain)": partial(MonotoneAIPW, outcome_model=DummyRegressor(),
+                                                      random_state=seed),
+        "MonotoneAIPW (wrong weights)": partial(MonotoneAIPW, propensity_model=flat,
+                                                selection_model=flat, random_state=seed),
+        "SequentialRegression (wrong chain)": partial(SequentialRegression,
+                                                      outcome_model=DummyRegressor()),
+        "SequentialIPW (wrong weights)": partial(SequentialIPW, propensity_model=flat,
+                                                 selection_model=flat),
+        "CompleteCase": partial(CompleteCase, random_state=seed),
+        "NaiveIPW": NaiveIPW,
+    }
+
+
+def linear_estimators(with_pehe: bool = False, seed: int = 0) -> dict:
+    """``{name: fn(data)}`` for every non-neural estimator (linear/logistic nuisances) plus the
+    deliberately misspecified variants used to show double robustness; all with the
+    influence-function standard error (the fast one; see ``bootstrap_estimators``)."""
+    return {name: partial(_run, make, with_pehe=with_pehe)
+            for name, make in _factories(seed).items()}
+
+
+def bootstrap_estimators(seed: int = 0) -> dict:
+    """Sequential regression and SeqMSM with bootstrap intervals (100 resamples)."""
+    from causalkit.longterm import SeqMSM, SequentialRegression
+    return {f"{cls.__name__} (bootstrap)": partial(_run, cls, inference="bootstrap")
+            for cls in (SequentialRegression, SeqMSM)}
+
+
+#: Network size used in the studies (modest, for a shared 2-core machine).
+STUDY_NET = {"representation": (32, 32), "head": (32,), "batch_size": 128, "lr": 3e-3,
+             "max_epochs": 100, "patience": 10}
+
+
+def _net(alpha, seed, **kwargs):
+    import torch
+
+    from causalkit.longterm.balancenet import BalanceNet
+    torch.set_num_threads(1)
+    return BalanceNet(alpha=alpha, random_state=seed, device="cpu", **{**STUDY_NET, **kwargs})
+
+
+def network_estimators(seed: int = 0, alpha: float = 1.0, unbalanced: bool = True) -> dict:
+    """BalanceNet (linear-MMD balancing, weight ``alpha``) against the same networks unbalanced
+    (``alpha = 0``), both as the stage learners of the sequential regression."""
+    name = "BalanceNet" if alpha == 1.0 else f"BalanceNet (alpha={alpha:g})"
+    out = {name: partial(_run, partial(_net, alpha, seed), with_pehe=True)}
+    if unbalanced:
+        out["Unbalanced net"] = partial(_run, partial(_net, 0.0, seed), with_pehe=True)
+    return out
+
+
+# -- designs ----------------------------------------------------------------------------------
+def _synthetic(rng, design, n):
+    return {**design.sample(rng, n=n), "seed": int(rng.integers(2 ** 31 - 1))}
+
+
+def _fixed(rng, design, X, treatment):
+    return {**design.sample(rng, X=X, treatment=treatment),
+            "seed": int(rng.integers(2 ** 31 - 1))}
+
+
+def _ihdp_covariates():
+    from causalkit.datasets import IHDP_COVARIATES, load_ihdp
+    frame = load_ihdp(standardize=True)
+    return frame[IHDP_COVARIATES].to_numpy(float), frame["treat"].to_numpy(int)
+
+
+def _jobs_covariates(min_propensity: float = 0.02):
+    """NSW units plus the CPS controls on the common support: a logistic propensity of NSW
+    treatment fitted on all 16,437 units must be at least ``min_propensity`` (812 CPS units at
+    0.02), so that the JOBS-like design has overlap (Crump et al. 2009, *Biometrika* 96(1))."""
+    from sklearn.linear_model import LogisticRegression
+
+    from causalkit.datasets import NSW_COVARIATES, load_nsw_cps
+    frame = load_nsw_cps()
+    X = frame[NSW_COVARIATES].to_numpy(float)
+    X[:, 6:8] = np.log1p(X[:, 6:8])          # re74, re75 on the log scale
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    A = frame["treat"].to_numpy(int)
+    e = LogisticRegression(C=1e4, solver="newton-cholesky").fit(X, A).predict_proba(X)[:, 1]
+    keep = (frame["trial"].to_numpy() == 1) | (e >= min_propensity)
+    X = X[keep]
+    return (X - X.mean(axis=0)) / X.std(axis=0), A[keep]
+
+
+# -- runner -----------------------------------------------------------------------------------
+def _path(out, tag):
+    if out is None:
+        return None
+    out = Path(out)
+    return out.with_name(f"{out.stem}_{tag}{out.suffix or '.csv'}")
+
+
+def _study(settings, reps, seed, n_jobs, backend, scheduler, out, figure_metric="bias"):
+    from causalkit.simulation import run_study, summarize
+    tables, raw = [], []
+    for tag, design, estimators, n_reps in settings:
+        res = run_study(design, estimators, n_reps, seed, n_jobs=n_jobs, backend=backend,
+                        scheduler=scheduler, out=_path(out, tag), progress=False)
+        summary = summarize(res)
+        summary.insert(0, "setting", tag)
+        tables.append(summary)
+        raw.append(res.assign(setting=tag))
+    table = pd.concat(tables).reset_index().set_index(["setting", "estimator"])
+    if out is not None:
+        out = Path(out)
+        table.to_csv(out.with_name(f"{out.stem}_summary.csv"))
+        from causalkit.longterm.plots import plot_study
+        fig = plot_study(table)
+        fig.savefig(out.with_suffix(".png"), dpi=110, bbox_inches="tight")
+    return table
+
+
+def linear_gaussian(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+                    quick=False) -> pd.DataFrame:
+    """Linear-Gaussian design with closed-form truth at 10-40% drop-out per stage."""
+    from causalkit.longterm.dgp import LinearGaussianDesign
+    reps = reps or (20 if quick else 200)
+    rates = (0.2,) if quick else (0.1, 0.2, 0.3, 0.4)
+    settings = []
+    for rate in rates:
+        design = LinearGaussianDesign(dropout=(rate, rate, rate), xi=1.0)
+        design.intercepts()
+        dgp = partial(_synthetic, design=design, n=1000)
+        settings.append((f"dropout{int(100 * rate)}", dgp, linear_estimators(seed=seed), reps))
+        if rate == 0.3 or quick:
+            settings.append((f"dropout{int(100 * rate)}_bootstrap", dgp,
+                             bootstrap_estimators(seed=seed), max(2, reps // 5)))
+    return _study(settings, reps, seed, n_jobs, backend, scheduler, out)
+
+
+def ihdp(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+         quick=False) -> pd.DataFrame:
+    """Semi-synthetic IHDP (747 units, 3 stages) at 15% and 30% drop-out per stage, with
+    BalanceNet versus unbalanced networks of the same size at 30% (fewer replications: each
+    network fit takes seconds)."""
+    from causalkit.longterm.dgp import LinearGaussianDesign
+    X, A = _ihdp_covariates()
+    reps = reps or (3 if quick else 200)
+    net_reps = max(2, reps // 2)
+    settings = []
+    for rate in ((0.3,) if quick else (0.15, 0.3)):
+        design = LinearGaussianDesign(n_features=X.shape[1], dropout=(rate,) * 3, xi=1.0,
+                                      seed=21)
+        design.intercepts(X, A)
+        dgp = partial(_fixed, design=design, X=X, treatment=A)
+        settings.append((f"dropout{int(100 * rate)}", dgp,
+                         linear_estimators(with_pehe=True, seed=seed), reps))
+        if rate == 0.3:
+            settings.append((f"dropout{int(100 * rate)}_networks", dgp,
+                             network_estimators(seed=seed), net_reps))
+            settings.append((f"dropout{int(100 * rate)}_networks_alpha0.1", dgp,
+                             network_estimators(seed=seed, alpha=0.1, unbalanced=False),
+                             net_reps))
+    return _study(settings, reps, seed, n_jobs, backend, scheduler, out)
+
+
+def jobs(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+         quick=False) -> pd.DataFrame:
+    """JOBS-like design: NSW plus the CPS controls on the common support (1,257 units),
+    3 stages, 20% and 35% drop-out."""
+    from causalkit.longterm.dgp import LinearGaussianDesign
+    X, A = _jobs_covariates()
+    reps = reps or (3 if quick else 200)
+    settings = []
+    for rate in ((0.2,) if quick else (0.2, 0.35)):
+        design = LinearGaussianDesign(n_features=X.shape[1], dropout=(rate,) * 3, xi=1.0,
+                                      propensity_scale=0.0, seed=31)
+        design.intercepts(X, A)
+        settings.append((f"dropout{int(100 * rate)}",
+                         partial(_fixed, design=design, X=X, treatment=A),
+                         linear_estimators(with_pehe=True, seed=seed), reps))
+    return _study(settings, reps, seed, n_jobs, backend, scheduler, out)

@@ -1,0 +1,3 @@
+from causalkit.studies import study_main
+
+study_main("longterm-linear")

@@ -1,0 +1,126 @@
+"""Input validation of the long-term estimators (monotone pattern, identification, bad input)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from causalkit.longterm import (
+    CompleteCase,
+    LinearGaussianDesign,
+    MonotoneAIPW,
+    NaiveIPW,
+    SeqMSM,
+    SequentialIPW,
+    SequentialRegression,
+    check_monotone_data,
+)
+
+ESTIMATORS = [SequentialIPW, SequentialRegression, SeqMSM, MonotoneAIPW, CompleteCase, NaiveIPW]
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return LinearGaussianDesign(dropout=(0.2, 0.2, 0.2)).sample(np.random.default_rng(3), n=400)
+
+
+def _args(s):
+    return s["X"], s["treatment"], s["short"], s["outcome"]
+
+
+def test_pattern_derived_from_nan(sample):
+    data = check_monotone_data(*_args(sample))
+    assert data.n_stages == 3
+    np.testing.assert_array_equal(data.R, sample["observed"])
+    assert np.isnan(data.Z[data.R == 0]).all() and np.isfinite(data.Z[data.R == 1]).all()
+
+
+def test_non_monotone_rows_are_listed(sample):
+    short = sample["short"].copy()
+    outcome = sample["outcome"].copy()
+    rows = np.flatnonzero(np.isnan(short[:, 0]))[:3]
+    outcome[rows] = 1.0                      # observed again after dropping out at stage 1
+    with pytest.raises(ValueError, match="not monotone") as err:
+        check_monotone_data(sample["X"], sample["treatment"], short, outcome)
+    for r in rows:
+        assert str(r) in str(err.value)
+
+
+def test_everyone_drops_out_at_a_stage_is_not_identified(sample):
+    outcome = np.full(400, np.nan)
+    for est in (SequentialIPW(), SequentialRegression(), MonotoneAIPW()):
+        with pytest.raises(ValueError, match="not identified"):
+            est.fit(sample["X"], sample["treatment"], sample["short"], outcome)
+    outcome = sample["outcome"].copy()
+    outcome[sample["treatment"] == 1] = np.nan      # all treated drop out at the last stage
+    with pytest.raises(ValueError, match="treatment=1.*not identified"):
+        SequentialRegression().fit(sample["X"], sample["treatment"], sample["short"], outcome)
+
+
+def test_stage_without_dropout_is_handled():
+    s = LinearGaussianDesign(dropout=(0.0, 0.25, 0.25)).sample(np.random.default_rng(5), n=600)
+    assert not np.isnan(s["short"][:, 0]).any()
+    for cls in ESTIMATORS:
+        est = cls().fit(*_args(s))
+        assert np.isfinite(est.estimate(n_boot=20).value)
+    ipw = SequentialIPW().fit(*_args(s))
+    np.testing.assert_array_equal(ipw.continuation_[:, 0], 1.0)
+
+
+def test_one_arm_empty(sample):
+    with pytest.raises(ValueError, match="both arms"):
+        SequentialIPW().fit(sample["X"], np.zeros(400), sample["short"], sample["outcome"])
+
+
+def test_nan_in_covariates(sample):
+    X = sample["X"].copy()
+    X[7, 1] = np.nan
+    with pytest.raises(ValueError, match=r"X contains NaN \(rows 7\)"):
+        MonotoneAIPW().fit(X, sample["treatment"], sample["short"], sample["outcome"])
+
+
+def test_explicit_observed(sample):
+    R = sample["observed"].copy()
+    Z = np.column_stack([sample["short"], sample["outcome"]])
+    filled = np.nan_to_num(Z, nan=99.0)          # values behind observed == 0 are ignored
+    data = check_monotone_data(sample["X"], sample["treatment"], filled[:, :2], filled[:, 2], R)
+    np.testing.assert_array_equal(data.R, R)
+    assert np.isnan(data.Z[R == 0]).all()
+    with pytest.raises(ValueError, match="shape"):
+        check_monotone_data(sample["X"], sample["treatment"], filled[:, :2], filled[:, 2],
+                            R[:, :2])
+    R_bad = np.ones_like(R)
+    with pytest.raises(ValueError, match="NaN values as observed"):
+        check_monotone_data(sample["X"], sample["treatment"], sample["short"],
+                            sample["outcome"], R_bad)
+
+
+def test_other_bad_input(sample):
+    X, a, S, y = _args(sample)
+    with pytest.raises(ValueError, match="treatment must be binary"):
+        SequentialIPW().fit(X, a * 2, S, y)
+    with pytest.raises(ValueError, match="outcome has length"):
+        SequentialIPW().fit(X, a, S, y[:-1])
+    with pytest.raises(ValueError, match="short has"):
+        SequentialIPW().fit(X, a, S[:-1], y)
+    with pytest.raises(ValueError, match="mode"):
+        SequentialRegression(mode="bogus").fit(X, a, S, y)
+    with pytest.raises(ValueError, match="weights"):
+        SeqMSM(weights="bogus").fit(X, a, S, y)
+    with pytest.raises(ValueError, match="propensity_clip"):
+        SequentialIPW(propensity_clip=(0.5, 0.1)).fit(X, a, S, y)
+    with pytest.raises(ValueError, match="cv"):
+        MonotoneAIPW(cv=0).fit(X, a, S, y)
+    est = SequentialRegression().fit(X, a, S, y)
+    with pytest.raises(ValueError, match="columns"):
+        est.effect(X[:, :2])
+    with pytest.raises(ValueError, match="inference"):
+        est.estimate(inference="magic")
+
+
+def test_dataframe_input_and_single_stage(sample):
+    X = pd.DataFrame(sample["X"], columns=[f"c{j}" for j in range(5)])
+    short = pd.DataFrame(sample["short"], columns=["week1", "week2"])
+    data = check_monotone_data(X, sample["treatment"], short, sample["outcome"])
+    assert data.feature_names == ("c0", "c1", "c2", "c3", "c4", "week1", "week2")
+    est = MonotoneAIPW(random_state=0).fit(X, sample["treatment"], None, sample["outcome"])
+    assert est.n_stages_ == 1
