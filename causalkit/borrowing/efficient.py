@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from causalkit.borrowing.models import fit_logistic
+from causalkit.borrowing.models import fit_logistic, logistic_path
 
 __all__ = ["EfficientBorrowing", "BorrowedFit"]
 
@@ -102,39 +102,84 @@ class EfficientBorrowing:
         self.var_trial_controls = float(np.var(self.resid0[:nT][a_t == 0], ddof=1)) \
             if np.sum(a_t == 0) > 1 else 1.0
 
-    def _ratio(self, ext_idx: np.ndarray) -> float:
+    def _ratio(self, resid_external: np.ndarray) -> float:
+        """Variance ratio given the borrowed controls' residuals :math:`Y-\\hat\\mu_0`."""
         if not isinstance(self.variance_ratio, str):
             return float(self.variance_ratio)
-        if self.binary or ext_idx.size < 2:
+        if self.binary or resid_external.size < 2:
             return 1.0
-        var_e = float(np.var(self.resid0[self.n_trial + ext_idx], ddof=1))
+        var_e = float(np.var(resid_external, ddof=1))
         if var_e <= 0:
             return RATIO_BOUNDS[1]
         return float(np.clip(self.var_trial_controls / var_e, *RATIO_BOUNDS))
 
-    def evaluate(self, ext_idx, beta0=None) -> BorrowedFit:
+    def evaluate(self, ext_idx) -> BorrowedFit:
         """Efficient estimate borrowing the external controls ``ext_idx`` (0-based, into the
-        external rows); ``beta0`` warm-starts the trial-participation fit."""
+        external rows)."""
         ext_idx = np.asarray(ext_idx, dtype=int)
         nT, nS = self.n_trial, ext_idx.size
-        N = nT + nS
-        p_hat = nT / N
         rows = np.concatenate([np.arange(nT), nT + ext_idx])
-        R = np.concatenate([np.ones(nT), np.zeros(nS)])
-        r = self._ratio(ext_idx)
         if nS == 0:
             pi, beta = np.ones(nT), None
         else:
             Z = self.Z[rows]
-            beta, _ = fit_logistic(Z, R, ridge=SAMPLING_RIDGE, beta0=beta0, tol=1e-10)
+            R = np.concatenate([np.ones(nT), np.zeros(nS)])
+            beta, _ = fit_logistic(Z, R, ridge=SAMPLING_RIDGE, tol=1e-18)
             pi = expit(Z @ beta)
-        e = self.e[rows]
+        return self._assemble(pi, beta, self.e[rows], self.resid0[rows])
+
+    def nested(self, order, sizes):
+        """Efficient estimates of the nested sets ``order[:k]`` for ``k`` in ``sizes``.
+
+        The same estimates as :meth:`evaluate` on each set, computed along the path: the rows
+        are sorted once so that every set is a prefix, and the trial-participation fits share
+        their work (:func:`~causalkit.borrowing.models.logistic_path`: warm starts, carried
+        gradient/Hessian sums, quasi-Newton steps), each converged to about ``1e-9`` in the
+        coefficients.
+
+        Parameters
+        ----------
+        order : ndarray of int
+            External controls (0-based), most comparable first.
+        sizes : sequence of int
+            Set sizes, strictly increasing, in ``0..len(order)``.
+
+        Yields
+        ------
+        BorrowedFit
+            One per size, in the order of ``sizes``.
+        """
+        sizes = np.asarray(sizes, dtype=int)
+        order = np.asarray(order, dtype=int)
+        if sizes.size and (sizes[0] < 0 or sizes[-1] > order.size or np.any(np.diff(sizes) <= 0)):
+            raise ValueError(f"sizes must be strictly increasing set sizes in 0..{order.size}")
+        nT = self.n_trial
+        rows = np.concatenate([np.arange(nT), nT + order[:sizes[-1] if sizes.size else 0]])
+        e, resid = self.e[rows], self.resid0[rows]
+        R = np.concatenate([np.ones(nT), np.zeros(rows.size - nT)])
+        fits = logistic_path(self.Z[rows], R, nT + sizes[sizes > 0], ridge=SAMPLING_RIDGE)
+        for k in sizes:
+            if k == 0:
+                yield self._assemble(np.ones(nT), None, e[:nT], resid[:nT])
+            else:
+                beta, eta = next(fits)
+                yield self._assemble(expit(eta), beta, e[:nT + k], resid[:nT + k])
+
+    def _assemble(self, pi, beta, e, resid0) -> BorrowedFit:
+        """Weights, estimate, influence values and SE on :math:`D_S` (trial rows first) from the
+        trial-participation score ``pi`` and the rows' propensities and residuals."""
+        nT = self.n_trial
+        N = pi.size
+        nS = N - nT
+        p_hat = nT / N
+        r = self._ratio(resid0[nT:])
         num = np.concatenate([self.trial_control, np.full(nS, r)])
         w = pi * num / (pi * (1.0 - e) + (1.0 - pi) * r) / p_hat
-        phi = -w * self.resid0[rows]
+        phi = -w * resid0
         phi[:nT] += self.trial_core / p_hat
         tau = float(phi.mean())
-        psi = phi - R * tau / p_hat
+        psi = phi                                # psi = phi - R tau / p_hat, in place
+        psi[:nT] -= tau / p_hat
         se = float(np.sqrt(np.sum(psi * psi)) / N)
         return BorrowedFit(value=tau, std_error=se, influence=psi, weights=w, variance_ratio=r,
                            beta=beta, n_borrowed=nS)

@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, clone, is_classifier
 from causalkit._validation import check_array, check_vector
 
 __all__ = ["LinearOutcomeModel", "LogisticOutcomeModel", "SklearnGLM", "fit_logistic",
-           "as_outcome_model"]
+           "logistic_path", "as_outcome_model"]
 
 
 def _design(X: np.ndarray) -> np.ndarray:
@@ -32,11 +32,61 @@ def _design(X: np.ndarray) -> np.ndarray:
     return np.hstack([np.ones((X.shape[0], 1)), X])
 
 
+def _linear_predictor(X: np.ndarray, coef_full: np.ndarray) -> np.ndarray:
+    """:math:`\\tilde x^\\top\\theta` for every row, without building the design."""
+    return X @ coef_full[1:] + coef_full[0]
+
+
 def _penalty(q: int, ridge: float) -> np.ndarray:
     """Ridge penalty matrix that leaves the intercept unpenalised."""
     pen = np.full(q, float(ridge))
     pen[0] = 0.0
     return np.diag(pen)
+
+
+#: Rows per block of a logistic pass: a block of the design stays in cache between the two
+#: matrix-vector products that use it.
+PASS_BLOCK = 2048
+#: A quasi-Newton step that shrank by less than this factor triggers a Hessian refresh.
+CONTRACTION = 0.1
+
+
+def _logistic_pass(Z, t, beta, *, weight=None, hessian=False, loss=False, out=None):
+    """One blocked pass over the rows of ``Z`` at ``beta``.
+
+    With :math:`\\eta = Z\\beta` and :math:`p = \\mathrm{expit}(\\eta)` it returns ``eta`` (written
+    into ``out`` when given), the gradient sum :math:`\\sum_i w_i z_i(p_i - t_i)`, the Hessian
+    sum :math:`\\sum_i w_i p_i(1-p_i) z_i z_i^\\top` (``None`` unless ``hessian``) and the loss sum
+    :math:`\\sum_i w_i\\{\\log(1+e^{\\eta_i}) - t_i\\eta_i\\}` (``None`` unless ``loss``).
+    """
+    n, q = Z.shape
+    eta = np.empty(n) if out is None else out
+    grad = np.zeros(q)
+    hess = np.zeros((q, q)) if hessian else None
+    total = 0.0 if loss else None
+    for start in range(0, n, PASS_BLOCK):
+        rows = slice(start, min(start + PASS_BLOCK, n))
+        Zb, tb = Z[rows], t[rows]
+        e = np.dot(Zb, beta, out=eta[rows])
+        wb = None if weight is None else weight[rows]
+        if loss:
+            terms = np.logaddexp(0.0, e) - tb * e
+            total += float(terms.sum() if wb is None else wb @ terms)
+        p = expit(e)
+        if hessian:
+            curv = p * (1.0 - p) if wb is None else wb * p * (1.0 - p)
+            hess += (Zb * curv[:, None]).T @ Zb
+        p -= tb
+        grad += Zb.T @ (p if wb is None else wb * p)
+    return eta, grad, hess, total
+
+
+def _newton_step(hess, grad):
+    """Solve ``hess @ step = grad`` (symmetric positive definite, tiny jitter); None if singular."""
+    try:
+        return np.linalg.solve(hess + 1e-12 * np.eye(hess.shape[0]), grad)
+    except np.linalg.LinAlgError:
+        return None
 
 
 def fit_logistic(Z, t, *, ridge: float = 0.0, sample_weight=None, beta0=None, tol: float = 1e-8,
@@ -53,24 +103,22 @@ def fit_logistic(Z, t, *, ridge: float = 0.0, sample_weight=None, beta0=None, to
     converged : bool
         Whether the Newton decrement fell below ``tol`` within ``max_iter`` steps.
     """
+    Z = np.asarray(Z, dtype=float)
+    t = np.asarray(t, dtype=float)
     n, q = Z.shape
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-    wsum = w.sum()
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    wsum = float(n if w is None else w.sum())
     pen = _penalty(q, ridge)
     beta = np.zeros(q) if beta0 is None else np.array(beta0, dtype=float)
 
-    def objective(b):
-        eta = Z @ b
-        return (w @ (np.logaddexp(0.0, eta) - t * eta)) / wsum + 0.5 * b @ pen @ b, eta
+    def state(b):
+        _, g, h, total = _logistic_pass(Z, t, b, weight=w, hessian=True, loss=True)
+        return total / wsum + 0.5 * b @ pen @ b, g / wsum + pen @ b, h / wsum + pen
 
-    obj, eta = objective(beta)
+    obj, grad, hess = state(beta)
     for _ in range(max_iter):
-        p = expit(eta)
-        grad = Z.T @ (w * (p - t)) / wsum + pen @ beta
-        hess = (Z * (w * p * (1.0 - p))[:, None]).T @ Z / wsum + pen
-        try:
-            step = np.linalg.solve(hess + 1e-12 * np.eye(q), grad)
-        except np.linalg.LinAlgError:
+        step = _newton_step(hess, grad)
+        if step is None:
             return beta, False
         decrement = float(grad @ step)
         if decrement < tol:
@@ -78,12 +126,119 @@ def fit_logistic(Z, t, *, ridge: float = 0.0, sample_weight=None, beta0=None, to
         size = 1.0
         while True:
             cand = beta - size * step
-            cand_obj, cand_eta = objective(cand)
+            cand_obj, cand_grad, cand_hess = state(cand)
             if cand_obj <= obj + 1e-4 * size * (-decrement) or size < 1e-10:
                 break
             size *= 0.5
-        beta, obj, eta = cand, cand_obj, cand_eta
+        beta, obj, grad, hess = cand, cand_obj, cand_grad, cand_hess
     return beta, False
+
+
+def logistic_path(Z, t, ends, *, ridge: float = 0.0, xtol: float = 1e-9, max_iter: int = 50):
+    """The penalised logistic fit of :func:`fit_logistic` on nested prefixes ``Z[:end]``.
+
+    For ``end`` in ``ends`` (strictly increasing) it yields ``(beta, eta)``, the minimiser on the
+    first ``end`` rows and its linear predictor :math:`\\eta = Z_{:end}\\beta`. The fits share
+    their work along the path:
+
+    * each fit starts from the previous one's coefficients (the first from the intercept
+      :math:`\\mathrm{logit}(\\bar t)`, slopes 0);
+    * the gradient and Hessian sums :math:`\\sum_i z_i(p_i-t_i)` and
+      :math:`\\sum_i p_i(1-p_i)z_iz_i^\\top` are carried over and only the added rows are
+      summed, so the first step on a new prefix costs as many rows as were added;
+    * further steps are quasi-Newton steps: the gradient is exact on every pass, the Hessian
+      is reused with a BFGS correction per step (Dennis & Moré 1977) and recomputed at the
+      current coefficients only when a step shrank by less than :data:`CONTRACTION` relative
+      to the previous one;
+    * every pass is blocked (:data:`PASS_BLOCK` rows), so no design copy is made.
+
+    The fixed point is the exact (penalised) optimum whatever Hessian preconditions the steps;
+    a fit stops when the largest step component is below ``xtol * (1 + max|beta|)``. If the
+    steps stop shrinking or ``max_iter`` passes do not suffice, the prefix is refitted by the
+    globally convergent :func:`fit_logistic` (line search) from the previous coefficients and
+    then polished to ``xtol``.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, q)
+        Design with the intercept in column 0.
+    t : ndarray of shape (n,)
+        Responses in [0, 1].
+    ends : sequence of int
+        Prefix lengths, strictly increasing, in ``1..n``.
+    ridge : float
+        Slope penalty :math:`\\lambda` (mean-loss scale), as in :func:`fit_logistic`.
+
+    References
+    ----------
+    Dennis, J. E. & Moré, J. J. (1977), "Quasi-Newton methods, motivation and theory",
+    *SIAM Review* 19(1), 46-89.
+    """
+    Z = np.asarray(Z, dtype=float)
+    t = np.asarray(t, dtype=float)
+    ends = np.asarray(ends, dtype=int)
+    if ends.size and (ends[0] < 1 or ends[-1] > Z.shape[0] or np.any(np.diff(ends) <= 0)):
+        raise ValueError(f"ends must be strictly increasing prefix lengths in 1..{Z.shape[0]}")
+    q = Z.shape[1]
+    pen = _penalty(q, ridge)
+    eta = np.empty(Z.shape[0])
+    beta = grad = hess = None
+    done = 0
+    for end in ends:
+        if beta is None:
+            mean = float(np.clip(t[:end].mean(), 1e-6, 1 - 1e-6))
+            beta = np.zeros(q)
+            beta[0] = np.log(mean / (1.0 - mean))
+            grad, hess = np.zeros(q), np.zeros((q, q))
+        _, g_new, h_new, _ = _logistic_pass(Z[done:end], t[done:end], beta, hessian=True,
+                                            out=eta[done:end])
+        grad += g_new
+        hess += h_new
+        done = end
+        start = beta
+        beta, grad, hess, ok = _quasi_newton(Z[:end], t[:end], beta, grad, hess, pen, xtol,
+                                             max_iter, eta[:end])
+        if not ok:
+            beta, _ = fit_logistic(Z[:end], t[:end], ridge=ridge, beta0=start)
+            _, grad, hess, _ = _logistic_pass(Z[:end], t[:end], beta, hessian=True,
+                                              out=eta[:end])
+            beta, grad, hess, _ = _quasi_newton(Z[:end], t[:end], beta, grad, hess, pen, xtol,
+                                                max_iter, eta[:end])
+        yield beta.copy(), eta[:end].copy()
+
+
+def _quasi_newton(Z, t, beta, grad, hess, pen, xtol, max_iter, eta):
+    """Newton steps with a reused Hessian (:func:`logistic_path`); ``grad`` is the exact
+    gradient sum at ``beta`` and ``eta`` its linear predictor (updated in place). Between
+    refreshes the mean Hessian gets the BFGS correction from each step and gradient change.
+    Returns ``beta, grad, hess, converged`` (sums, not means)."""
+    n = Z.shape[0]
+    mean_hess = hess / n + pen
+    previous = np.inf
+    for _ in range(max_iter):
+        step = _newton_step(mean_hess, grad / n + pen @ beta)
+        if step is None:
+            break
+        size = float(np.max(np.abs(step)))
+        if size <= xtol * (1.0 + float(np.max(np.abs(beta)))):
+            return beta, grad, (mean_hess - pen) * n, True
+        if not np.isfinite(size) or size >= previous:
+            break
+        refresh = size > CONTRACTION * previous
+        previous = size
+        beta = beta - step
+        old_grad = grad
+        _, grad, fresh, _ = _logistic_pass(Z, t, beta, hessian=refresh, out=eta)
+        if refresh:
+            mean_hess = fresh / n + pen
+            continue
+        change = (grad - old_grad) / n - pen @ step       # mean-gradient change along -step
+        curvature = float(-step @ change)
+        if curvature > 0:
+            hs = mean_hess @ step
+            mean_hess = (mean_hess - np.outer(hs, hs) / float(step @ hs)
+                         + np.outer(change, change) / curvature)
+    return beta, grad, (mean_hess - pen) * n, False
 
 
 class LinearOutcomeModel(RegressorMixin, BaseEstimator):
@@ -122,7 +277,7 @@ class LinearOutcomeModel(RegressorMixin, BaseEstimator):
 
     def predict(self, X):
         """Fitted mean :math:`\\tilde x^\\top\\hat\\theta`."""
-        return _design(check_array(X, "X")) @ self.coef_full_
+        return _linear_predictor(check_array(X, "X"), self.coef_full_)
 
     def loss_gradients(self, X, y):
         """Per-unit gradients :math:`-\\tilde x_i (y_i - \\tilde x_i^\\top\\hat\\theta)`."""
@@ -184,7 +339,7 @@ class LogisticOutcomeModel(BaseEstimator):
 
     def predict(self, X):
         """Fitted probability :math:`\\hat p(x)`."""
-        return expit(_design(check_array(X, "X")) @ self.coef_full_)
+        return expit(_linear_predictor(check_array(X, "X"), self.coef_full_))
 
     def loss_gradients(self, X, y):
         """Per-unit gradients :math:`\\tilde x_i(\\hat p_i - y_i)`."""
@@ -246,7 +401,7 @@ class SklearnGLM(BaseEstimator):
 
     def predict(self, X):
         """Conditional mean (probability of class 1 for a classifier)."""
-        eta = _design(check_array(X, "X")) @ self.coef_full_
+        eta = _linear_predictor(check_array(X, "X"), self.coef_full_)
         return expit(eta) if self.logistic_ else eta
 
     def loss_gradients(self, X, y):

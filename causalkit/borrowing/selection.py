@@ -20,6 +20,7 @@ fall back to no borrowing.
 
 from __future__ import annotations
 
+import itertools
 import numbers
 
 import numpy as np
@@ -75,10 +76,12 @@ def mse_path(engine, order: np.ndarray, sizes: np.ndarray, criterion: str = "plu
     Parameters
     ----------
     engine : EfficientBorrowing
+        Its :meth:`~causalkit.borrowing.efficient.EfficientBorrowing.nested` evaluates the
+        whole grid along one warm-started path.
     order : ndarray
         External-control indices, most comparable first.
     sizes : ndarray of int
-        Grid of set sizes (contains 0).
+        Grid of set sizes (0 is added if missing).
     criterion : {"plugin", "debiased"}
 
     Returns
@@ -91,13 +94,12 @@ def mse_path(engine, order: np.ndarray, sizes: np.ndarray, criterion: str = "plu
     """
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
-    base = engine.evaluate(order[:0])
+    sizes = np.union1d([0], np.asarray(sizes, dtype=int))
     nT = engine.n_trial
-    rows, best, best_size, beta = [], base, 0, None
-    best_mse = np.inf
-    for k in sizes:
-        fit = base if k == 0 else engine.evaluate(order[:k], beta0=beta)
-        beta = fit.beta if fit.beta is not None else beta
+    fits = engine.nested(order, sizes)
+    base = next(fits)
+    rows, best, best_size, best_mse = [], base, 0, np.inf
+    for k, fit in zip(sizes, itertools.chain([base], fits), strict=True):
         diff = fit.value - base.value
         bias2 = diff * diff
         if criterion == "debiased" and k > 0:
