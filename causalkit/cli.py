@@ -53,7 +53,8 @@ def _demo(args) -> int:
 def _simulate(args) -> int:
     from causalkit.studies import run_named_study
     run_named_study(args.study, reps=args.reps, seed=args.seed, n_jobs=args.jobs,
-                    backend=args.backend, scheduler=args.scheduler, out=args.out)
+                    backend=args.backend, scheduler=args.scheduler, out=args.out,
+                    quick=args.quick)
     return 0
 
 
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--backend", choices=("loky", "dask"), default="loky")
     sim.add_argument("--scheduler", default=None, help="dask scheduler address (backend=dask)")
     sim.add_argument("--out", default=None, help="results CSV (default: results/<study>.csv)")
+    sim.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
     sim.set_defaults(_handler=_simulate)
 
     for name, (module, help_text) in PACKAGE_COMMANDS.items():

@@ -28,6 +28,9 @@ STUDIES = {
     "longterm-jobs": ("causalkit.longterm.studies", "jobs"),
     "policy-reference": ("causalkit.policy.studies", "reference"),
     "policy-econml": ("causalkit.policy.studies", "versus_econml"),
+    "vclos-collision": ("causalkit.systems.netsched.studies", "collision"),
+    "vclos-testbed": ("causalkit.systems.netsched.studies", "testbed"),
+    "vclos-large": ("causalkit.systems.netsched.studies", "large"),
 }
 
 

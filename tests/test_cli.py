@@ -39,3 +39,21 @@ def test_simulate_runs_a_registered_study(tmp_path, capsys):
     assert main(["simulate", "difference-in-means", "--reps", "30", "--out", str(out)]) == 0
     assert "difference_in_means" in capsys.readouterr().out
     assert pd.read_csv(out)["rep"].nunique() == 30
+
+
+def test_every_registered_study_resolves_to_a_study_function():
+    import importlib
+    import inspect
+
+    from causalkit.studies import STUDIES
+
+    for name, (module, function) in STUDIES.items():
+        study = getattr(importlib.import_module(module), function)
+        params = set(inspect.signature(study).parameters)
+        assert {"reps", "seed", "n_jobs", "backend", "scheduler", "out", "quick"} <= params, name
+
+
+def test_simulate_quick_flag(tmp_path):
+    out = tmp_path / "dim.csv"
+    assert main(["simulate", "difference-in-means", "--quick", "--out", str(out)]) == 0
+    assert pd.read_csv(out)["rep"].nunique() == 200
