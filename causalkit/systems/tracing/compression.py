@@ -1,0 +1,390 @@
+"""Kernel-event compression: log-duration clustering at density valleys, (count, p50, p99) each.
+
+For every (rank, kernel, stream) in a window the durations d are log-transformed, x = ln d, and a
+Gaussian kernel density with Scott's bandwidth
+
+    h = 1.06 * sd(x) * n^(-1/5)
+
+is evaluated on a 256-point grid over [min x - pad, max x + pad], pad = max(0.05 (max - min), 0.05).
+The sorted sample is split at local minima ("valleys") of the density, keeping a valley only if at
+least ``min_samples_per_side`` samples lie on each side and it is at least ``min_log_gap`` (log
+units) from the previous boundary. Each cluster keeps (count, p50, p99, ln min, ln max), 20 bytes.
+
+Decompression treats cluster k as a log-normal with mu_k = ln p50_k and
+sigma_k = (ln p99_k - ln p50_k) / 2.326 (2.326 = z_0.99), clamped to the cluster's bounds
+(log-linear from p99 to the max above the 99th percentile). The clusters are disjoint, ordered
+intervals holding count_k samples each, so the kernel's quantile function is their
+concatenation: position h = (n - 1) q of the sorted sample falls in one cluster (answered by
+its quantile at (h - offset_k) / (count_k - 1)) or between two (linear interpolation across the
+gap). The CDF used for distances is the inverse of that quantile function.
+
+Reference: Zhou et al. (2026), "ARGUS: Production-Scale Tracing and Performance Diagnosis for over
+10,000-GPU Clusters", arXiv 2606.20374, section 5 (KDE compression); constants follow the public
+reimplementation's defaults (256-point grid, 3 samples per side, 0.15 log gap).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.special import ndtri
+
+from causalkit._validation import check_positive_int
+from causalkit.systems.tracing.events import KernelEvent, TraceFileError
+
+__all__ = [
+    "ClusterStats",
+    "KernelGroupSummary",
+    "KernelSummary",
+    "cluster_durations",
+    "compress",
+    "decompress",
+    "cdf",
+    "quantile",
+    "compression_ratio",
+    "events_frame",
+]
+
+_Z99 = float(ndtri(0.99))
+_HIST_BINS = 2048
+_MAGIC = b"AKS1"
+_HEADER = struct.Struct("<4sqqQI")      # magic, window_id, step, raw_bytes, n_groups
+_GROUP = struct.Struct("<IHBH")         # rank, len(kernel), len(stream), n_clusters
+_CLUSTER = struct.Struct("<Iffff")      # count, p50, p99, log_lo, log_hi  (20 bytes)
+_EVENT_COLUMNS = ("name", "stream", "rank", "step", "start_ns", "duration_ns")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterStats:
+    """One duration mode of a kernel: sample count, median, 99th percentile and log bounds."""
+
+    count: int
+    p50: float
+    p99: float
+    log_lo: float
+    log_hi: float
+
+    @property
+    def mu(self) -> float:
+        """Log-normal location, ln p50."""
+        return float(np.log(self.p50))
+
+    @property
+    def sigma(self) -> float:
+        """Log-normal scale, (ln p99 - ln p50) / z_0.99."""
+        return float(max(np.log(self.p99) - np.log(self.p50), 0.0) / _Z99)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelGroupSummary:
+    """Compressed durations (nanoseconds) of one kernel on one stream of one rank."""
+
+    kernel: str
+    stream: str
+    rank: int
+    clusters: tuple[ClusterStats, ...]
+
+    @property
+    def samples(self) -> int:
+        """Number of kernel executions summarised."""
+        return int(sum(c.count for c in self.clusters))
+
+    @property
+    def primary(self) -> ClusterStats:
+        """The cluster with the most samples."""
+        return max(self.clusters, key=lambda c: c.count)
+
+
+@dataclass(frozen=True)
+class KernelSummary:
+    """All kernel groups of one window, with the raw (Chrome-trace JSON) size they replace."""
+
+    groups: tuple[KernelGroupSummary, ...]
+    raw_bytes: int = 0
+    window_id: int = 0
+    step: int = 0
+
+    def to_bytes(self) -> bytes:
+        """Binary wire format: header, groups (name, stream, 20 B per cluster), CRC-32."""
+        parts = [_HEADER.pack(_MAGIC, self.window_id, self.step, self.raw_bytes, len(self.groups))]
+        for g in self.groups:
+            name, stream = g.kernel.encode(), g.stream.encode()
+            parts.append(_GROUP.pack(g.rank, len(name), len(stream), len(g.clusters)))
+            parts.append(name + stream)
+            parts.extend(_CLUSTER.pack(c.count, c.p50, c.p99, c.log_lo, c.log_hi)
+                         for c in g.clusters)
+        body = b"".join(parts)
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> KernelSummary:
+        """Parse :meth:`to_bytes` output; raises :class:`TraceFileError` if corrupt or truncated."""
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise TypeError(f"blob must be bytes; got {type(blob).__name__}")
+        blob = bytes(blob)
+        if len(blob) < _HEADER.size + 4:
+            raise TraceFileError(f"kernel summary truncated: {len(blob)} bytes")
+        body, (crc,) = blob[:-4], struct.unpack("<I", blob[-4:])
+        if zlib.crc32(body) != crc:
+            raise TraceFileError("kernel summary corrupt: checksum mismatch")
+        magic, window_id, step, raw_bytes, n_groups = _HEADER.unpack_from(body, 0)
+        if magic != _MAGIC:
+            raise TraceFileError(f"not a kernel summary (magic {magic!r})")
+        pos, groups = _HEADER.size, []
+        try:
+            for _ in range(n_groups):
+                rank, n_name, n_stream, n_clusters = _GROUP.unpack_from(body, pos)
+                pos += _GROUP.size
+                name = body[pos:pos + n_name].decode()
+                stream = body[pos + n_name:pos + n_name + n_stream].decode()
+                pos += n_name + n_stream
+                clusters = tuple(ClusterStats(*_CLUSTER.unpack_from(body, pos + i * _CLUSTER.size))
+                                 for i in range(n_clusters))
+                pos += n_clusters * _CLUSTER.size
+                groups.append(KernelGroupSummary(name, stream, rank, clusters))
+        except (struct.error, UnicodeDecodeError) as exc:
+            raise TraceFileError(f"kernel summary corrupt: {exc}") from exc
+        if pos != len(body):
+            raise TraceFileError("kernel summary corrupt: trailing bytes")
+        return cls(tuple(groups), raw_bytes=raw_bytes, window_id=window_id, step=step)
+
+    @property
+    def summary_bytes(self) -> int:
+        """Size of the binary summary (what is uploaded to the metrics store)."""
+        return len(self.to_bytes())
+
+    @property
+    def n_clusters(self) -> int:
+        return sum(len(g.clusters) for g in self.groups)
+
+    def group(self, kernel: str, *, rank: int | None = None,
+              stream: str | None = None) -> KernelGroupSummary:
+        """The summary of ``kernel`` (on ``rank`` / ``stream`` when several match)."""
+        found = [g for g in self.groups if g.kernel == kernel
+                 and (rank is None or g.rank == rank) and (stream is None or g.stream == stream)]
+        if len(found) != 1:
+            raise KeyError(f"{len(found)} kernel groups match kernel={kernel!r}, rank={rank}, "
+                           f"stream={stream!r}")
+        return found[0]
+
+
+def cluster_durations(durations, *, grid_size: int = 256, min_samples_per_side: int = 3,
+                      min_log_gap: float = 0.15) -> tuple[ClusterStats, ...]:
+    """Split positive durations into log-duration modes at KDE density valleys.
+
+    Parameters
+    ----------
+    durations : array-like of float
+        Positive durations (any unit; the summary keeps that unit). Values below 1 are raised
+        to 1 (the profiler's resolution is 1 ns).
+    grid_size : int
+        Points of the density grid.
+    min_samples_per_side : int
+        A valley splits only if each side keeps at least this many samples.
+    min_log_gap : float
+        Minimum distance, in log units, between consecutive boundaries.
+
+    Returns
+    -------
+    tuple of ClusterStats, ordered by duration.
+    """
+    d = np.asarray(durations, dtype=float).ravel()
+    if d.size == 0:
+        raise ValueError("durations is empty: nothing to compress")
+    if not np.isfinite(d).all() or (d < 0).any():
+        raise ValueError("durations must be finite and non-negative")
+    grid_size = check_positive_int(grid_size, "grid_size", minimum=3)
+    m = check_positive_int(min_samples_per_side, "min_samples_per_side")
+    x = np.sort(np.log(np.maximum(d, 1.0)))
+    n, lo, hi = x.size, x[0], x[-1]
+    cuts: list[int] = []
+    if n >= 2 * m and hi - lo >= min_log_gap:
+        h = 1.06 * x.std(ddof=1) * n ** -0.2
+        pad = max(0.05 * (hi - lo), 0.05)
+        grid = lo - pad + (hi - lo + 2 * pad) * (np.arange(grid_size) / (grid_size - 1))
+        if n <= _HIST_BINS:             # exact KDE
+            centres, weights = x, np.ones(n)
+        else:                           # linear binning, bin width (max - min) / 2048
+            idx = np.minimum(((x - lo) / (hi - lo) * _HIST_BINS).astype(int), _HIST_BINS - 1)
+            weights = np.bincount(idx, minlength=_HIST_BINS).astype(float)
+            centres = lo + (np.arange(_HIST_BINS) + 0.5) * (hi - lo) / _HIST_BINS
+            keep = weights > 0
+            centres, weights = centres[keep], weights[keep]
+        dens = np.exp(-0.5 * ((grid[:, None] - centres[None, :]) / h) ** 2) @ weights
+        inner = np.flatnonzero((dens[1:-1] < dens[:-2]) & (dens[1:-1] <= dens[2:])) + 1
+        previous, prev_pos = lo, 0
+        for v in grid[inner]:
+            pos = int(np.searchsorted(x, v))
+            if pos - prev_pos >= m and n - pos >= m and v - previous >= min_log_gap:
+                cuts.append(pos)
+                previous, prev_pos = v, pos
+    clusters = []
+    for seg in np.split(x, cuts):
+        p50, p99 = _sorted_quantiles(np.exp(seg), (0.5, 0.99))
+        clusters.append(ClusterStats(int(seg.size), float(p50), float(p99), float(seg[0]),
+                                     float(seg[-1])))
+    return tuple(clusters)
+
+
+def _sorted_quantiles(s: np.ndarray, qs) -> list[float]:
+    """Linear-interpolation quantiles (numpy's default) of an already sorted array (the
+    durations themselves, not their logs, so a cluster's p50/p99 are the usual ones)."""
+    out = []
+    for q in qs:
+        h = (s.size - 1) * q
+        lo = int(np.floor(h))
+        hi = min(lo + 1, s.size - 1)
+        out.append(s[lo] + (h - lo) * (s[hi] - s[lo]))
+    return out
+
+
+def events_frame(events) -> pd.DataFrame:
+    """Kernel events as a DataFrame with columns name, stream, rank, step, start_ns, duration_ns.
+
+    Accepts a sequence of :class:`KernelEvent` or a DataFrame that already has those columns.
+    """
+    if isinstance(events, pd.DataFrame):
+        missing = [c for c in _EVENT_COLUMNS if c not in events.columns]
+        if missing:
+            raise ValueError(f"events is missing columns {missing}")
+        frame = events.loc[:, list(_EVENT_COLUMNS)]
+    else:
+        events = list(events)
+        bad = [type(e).__name__ for e in events if not isinstance(e, KernelEvent)]
+        if bad:
+            raise TypeError(f"events must be KernelEvent records; got {sorted(set(bad))}")
+        frame = pd.DataFrame([(e.name, e.stream, e.rank, e.step, e.start_ns, e.duration_ns)
+                              for e in events], columns=list(_EVENT_COLUMNS))
+    if (pd.to_numeric(frame["duration_ns"], errors="coerce").fillna(-1) < 0).any():
+        raise ValueError("events has negative or missing duration_ns")
+    return frame
+
+
+def compress(events, *, window_id: int = 0, raw_bytes: int | None = None,
+             **cluster_kwargs) -> KernelSummary:
+    """Compress a window of kernel events into per-(rank, kernel, stream) cluster summaries.
+
+    Parameters
+    ----------
+    events : sequence of KernelEvent or DataFrame
+        The window's events (see :func:`events_frame`).
+    window_id : int
+        Identifier stored in the summary.
+    raw_bytes : int, optional
+        Size of the raw trace the summary replaces; by default the size of the events encoded as
+        Chrome-trace JSON (:func:`causalkit.systems.tracing.tracefile.encoded_size`).
+    **cluster_kwargs
+        Passed to :func:`cluster_durations`.
+
+    Returns
+    -------
+    KernelSummary
+    """
+    from causalkit.systems.tracing.tracefile import encoded_size
+
+    frame = events_frame(events)
+    if frame.empty:
+        raise ValueError("events is empty: an empty window has nothing to compress")
+    if raw_bytes is None:
+        raw_bytes = encoded_size(frame)
+    keys = pd.MultiIndex.from_frame(frame[["rank", "name", "stream"]])
+    codes, uniques = pd.factorize(keys, sort=True)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    durations = frame["duration_ns"].to_numpy(dtype=float)[order]
+    groups = tuple(KernelGroupSummary(str(name), str(stream), int(rank),
+                                      cluster_durations(chunk, **cluster_kwargs))
+                   for (rank, name, stream), chunk in zip(uniques, np.split(durations, bounds),
+                                                          strict=True))
+    return KernelSummary(groups, raw_bytes=int(raw_bytes), window_id=int(window_id),
+                         step=int(frame["step"].min()))
+
+
+_U_GRID = np.linspace(0.0, 1.0, 4097)
+
+
+def _within(c: ClusterStats, u: np.ndarray) -> np.ndarray:
+    """Quantile of one cluster at within-cluster position u in [0, 1] (u = 0: min, 0.5: p50,
+    0.99: p99, 1: max): log-normal (mu, sigma) clamped to [min, max] up to 0.99, then log-linear
+    from p99 to the max."""
+    lo, hi = np.exp(c.log_lo), np.exp(c.log_hi)
+    if c.count == 1:
+        return np.full(u.shape, c.p50)
+    with np.errstate(over="ignore"):
+        body = np.exp(c.mu + c.sigma * ndtri(np.clip(u, 1e-12, 0.99)))
+    top = np.log(c.p99) + (u - 0.99) / 0.01 * (c.log_hi - np.log(c.p99))
+    return np.clip(np.where(u <= 0.99, body, np.exp(top)), lo, hi)
+
+
+def quantile(group: KernelGroupSummary, q) -> np.ndarray:
+    """Reconstructed quantiles of a kernel's durations, for q in [0, 1].
+
+    With the linear-interpolation convention of :func:`numpy.quantile`, q sits at position
+    h = (n - 1) q of the sorted sample; the cluster holding that position answers with its
+    within-cluster quantile, and a position between two clusters interpolates linearly between
+    the lower cluster's max and the upper cluster's min.
+    """
+    _check_group(group)
+    q = np.atleast_1d(np.asarray(q, dtype=float))
+    if ((q < 0) | (q > 1)).any() or not np.isfinite(q).all():
+        raise ValueError("q must lie in [0, 1]")
+    counts = np.array([c.count for c in group.clusters])
+    offsets = np.cumsum(counts) - counts
+    h = (counts.sum() - 1) * q
+    k = np.searchsorted(offsets, h, side="right") - 1
+    out = np.empty(q.size)
+    for j, c in enumerate(group.clusters):
+        sel = k == j
+        if not sel.any():
+            continue
+        pos = h[sel] - offsets[j]
+        inside = pos <= c.count - 1
+        u = np.where(inside, pos / max(c.count - 1, 1), 1.0)
+        value = _within(c, u) if c.count > 1 else np.full(u.size, c.p50)
+        if j + 1 < len(group.clusters):
+            frac = np.clip(pos - (c.count - 1), 0.0, 1.0)
+            gap = np.exp(c.log_hi) + frac * (np.exp(group.clusters[j + 1].log_lo)
+                                             - np.exp(c.log_hi))
+            value = np.where(inside, value, gap)
+        out[sel] = value
+    return out
+
+
+def cdf(group: KernelGroupSummary, t) -> np.ndarray:
+    """Reconstructed CDF of a kernel's durations at ``t``: the inverse of :func:`quantile`."""
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    return np.interp(t, quantile(group, _U_GRID), _U_GRID, left=0.0, right=1.0)
+
+
+def decompress(group: KernelGroupSummary) -> np.ndarray:
+    """A reconstructed sample of the original size: the quantiles at the order-statistic
+    positions i / (n - 1)."""
+    n = group.samples if isinstance(group, KernelGroupSummary) else 0
+    return quantile(group, np.arange(n) / max(n - 1, 1))
+
+
+def compression_ratio(raw, summary: KernelSummary | None = None) -> float:
+    """Raw trace bytes / summary bytes.
+
+    ``compression_ratio(summary)`` uses the raw size stored in the summary;
+    ``compression_ratio(events, summary)`` re-encodes ``events`` as Chrome-trace JSON.
+    """
+    if isinstance(raw, KernelSummary) and summary is None:
+        summary, raw_bytes = raw, raw.raw_bytes
+    elif isinstance(summary, KernelSummary):
+        from causalkit.systems.tracing.tracefile import encoded_size
+        raw_bytes = encoded_size(events_frame(raw))
+    else:
+        raise TypeError("compression_ratio needs a KernelSummary")
+    return float(raw_bytes) / summary.summary_bytes
+
+
+def _check_group(group) -> None:
+    if not isinstance(group, KernelGroupSummary):
+        raise TypeError(f"expected a KernelGroupSummary; got {type(group).__name__}")
+    if not group.clusters:
+        raise ValueError(f"kernel group {group.kernel!r} has no clusters")

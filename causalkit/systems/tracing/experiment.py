@@ -1,0 +1,314 @@
+"""``TrainingExperiment``: real multi-process gloo training with injected faults, traced and
+diagnosed, one tidy row per repetition.
+
+Each repetition launches ``world_size`` rank processes (forked, or ``python -m
+causalkit.systems.tracing.workload CONFIG RANK``; gloo over 127.0.0.1), runs
+:mod:`causalkit.systems.tracing.workload` under a :class:`Tracer` per rank, then
+diagnoses the store progressively: every ``detect_every`` steps after the fault onset the window
+[warm-up, e) is diagnosed, and the first window whose root causes name the faulty rank(s) with
+the expected kind gives the steps and seconds to detect (wall time from the fault step's start
+to the window's end, plus the diagnosis time). The final diagnosis of the whole run gives the
+precision and recall of the named ranks.
+
+All faults run for real except ``link_degradation``, which is emulated (see
+:mod:`~causalkit.systems.tracing.workload`); rows carry ``emulated`` and ``simulated`` columns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from causalkit._validation import check_positive_int
+from causalkit.systems.tracing.diagnosis import diagnose
+from causalkit.systems.tracing.store import TraceStore
+from causalkit.systems.tracing.tracer import CHANNELS
+
+__all__ = ["TrainingExperiment", "FAULTS", "EXPECTED_KINDS"]
+
+FAULTS = (None, "compute_straggler", "link_degradation", "pipeline_bubble", "jit_stall",
+          "masked_straggler")
+#: Root-cause kinds that count as a correct diagnosis of each fault.
+EXPECTED_KINDS = {"compute_straggler": ("compute_straggler",),
+                  "masked_straggler": ("compute_straggler",),
+                  "link_degradation": ("link_degradation", "communication"),
+                  "pipeline_bubble": ("pipeline_bubble",),
+                  "jit_stall": ("jit_compile",)}
+_SEVERITY = {"compute_straggler": 4.0, "masked_straggler": 3.0, "pipeline_bubble": 1.9}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class TrainingExperiment:
+    """Trace and diagnose a small data-parallel or pipeline training job with one fault.
+
+    Parameters
+    ----------
+    model : {"transformer", "pipeline"} or None
+        Workload; None picks ``"pipeline"`` for ``fault="pipeline_bubble"``, else
+        ``"transformer"``.
+    world_size : int
+        Rank processes, 2-4 (``link_degradation`` needs 4: two expert groups of two).
+    fault : str or None
+        One of :data:`FAULTS`.
+    steps : int
+        Training steps per repetition.
+    repetitions : int
+        Independent runs (seeds ``seed, seed + 1, ...``).
+    faulty_rank : int, optional
+        Rank carrying the fault (default: the last rank; for ``link_degradation`` the last
+        expert group).
+    fault_step : int, optional
+        First faulty step (default ``steps // 3``; ``jit_stall``: ``steps // 2``;
+        ``masked_straggler``: 5, i.e. present all along, with no iteration-level change; moved one
+        step on if it falls on a profiled step, whose timing diagnosis ignores).
+    severity : float, optional
+        Work factor of a slow rank's padded kernels (defaults: compute straggler 4, masked
+        straggler 3, pipeline stage 1.9).
+    link_delay_ms : float
+        Extra time per ``alltoall`` on a degraded link (emulated).
+    profile_every : int
+        Kernel-channel duty cycle (one profiled step per ``profile_every``).
+    channels : sequence of str
+        Tracer channels.
+    detect_every : int
+        Progressive-diagnosis period in steps.
+    out_dir : str or Path, optional
+        Where each repetition's trace store is kept (default: a temporary directory, removed).
+    timeout_s : float
+        Wall-clock limit of one repetition's processes.
+    layers, d_model, hidden, batch, seq : int
+        Workload size.
+    start_method : {"fork", "spawn"}
+        How rank processes start (see :meth:`_launch`).
+    seed : int
+
+    Examples
+    --------
+    >>> TrainingExperiment(fault="compute_straggler", steps=40).run()   # doctest: +SKIP
+    """
+
+    def __init__(self, model=None, world_size: int = 2, fault=None, steps: int = 48,
+                 repetitions: int = 1, faulty_rank=None, fault_step=None, severity=None,
+                 link_delay_ms: float = 4.0, profile_every: int = 8, channels=CHANNELS,
+                 detect_every: int = 4, out_dir=None, timeout_s: float = 240.0, layers: int = 2,
+                 d_model: int = 64, hidden: int = 256, batch: int = 8, seq: int = 16,
+                 start_method: str = "fork", seed: int = 0):
+        if fault not in FAULTS:
+            raise ValueError(f"fault must be one of {FAULTS}; got {fault!r}")
+        if model is None:
+            model = "pipeline" if fault == "pipeline_bubble" else "transformer"
+        if model not in ("transformer", "pipeline"):
+            raise ValueError(f"model must be 'transformer' or 'pipeline'; got {model!r}")
+        if fault == "pipeline_bubble" and model != "pipeline":
+            raise ValueError("fault='pipeline_bubble' needs model='pipeline'")
+        world_size = check_positive_int(world_size, "world_size", minimum=2)
+        if world_size > 4:
+            raise ValueError(f"world_size must be 2-4 on this host; got {world_size}")
+        if fault == "link_degradation" and world_size != 4:
+            raise ValueError("fault='link_degradation' needs world_size=4 (two expert groups)")
+        self.model, self.world_size, self.fault = model, world_size, fault
+        self.steps = check_positive_int(steps, "steps", minimum=24)
+        self.repetitions = check_positive_int(repetitions, "repetitions")
+        if faulty_rank is not None and not 0 <= int(faulty_rank) < world_size:
+            raise ValueError(f"faulty_rank must be in [0, {world_size}); got {faulty_rank!r}")
+        self.faulty_rank = world_size - 1 if faulty_rank is None else int(faulty_rank)
+        default_step = {"jit_stall": self.steps // 2, "masked_straggler": 5}.get(
+            fault, self.steps // 3)
+        if default_step % profile_every == 0:   # keep the onset out of a profiler window
+            default_step += 1
+        self.fault_step = default_step if fault_step is None else int(fault_step)
+        if not 4 <= self.fault_step < self.steps - 8:
+            raise ValueError(f"fault_step must be in [4, steps - 8); got {self.fault_step}")
+        self.severity = float(_SEVERITY.get(fault, 1.0) if severity is None else severity)
+        if self.severity < 1:
+            raise ValueError(f"severity must be >= 1; got {severity!r}")
+        self.link_delay_ms = float(link_delay_ms)
+        self.profile_every = check_positive_int(profile_every, "profile_every")
+        self.channels = tuple(channels)
+        self.detect_every = check_positive_int(detect_every, "detect_every")
+        self.out_dir = None if out_dir is None else Path(out_dir)
+        self.timeout_s = float(timeout_s)
+        self.layers, self.d_model, self.hidden = layers, d_model, hidden
+        self.batch, self.seq, self.seed = batch, seq, int(seed)
+        if start_method not in ("fork", "spawn"):
+            raise ValueError(f"start_method must be 'fork' or 'spawn'; got {start_method!r}")
+        self.start_method = start_method
+
+    # ------------------------------------------------------------------ truth
+    @property
+    def true_ranks(self) -> set[int]:
+        """Ranks a correct diagnosis names."""
+        if self.fault is None:
+            return set()
+        if self.fault == "link_degradation":
+            first = 2 * (self.faulty_rank // 2)
+            return {first, first + 1}
+        if self.fault == "pipeline_bubble":
+            return {self.world_size - 1}
+        return {self.faulty_rank}
+
+    def _config(self, store: Path, seed: int) -> dict:
+        return {"mode": self.model, "world_size": self.world_size, "fault": self.fault,
+                "faulty_rank": self.faulty_rank, "fault_step": self.fault_step,
+                "severity": self.severity, "link_delay_ms": self.link_delay_ms,
+                "degraded_group": self.faulty_rank // 2, "steps": self.steps,
+                "layers": self.layers, "d_model": self.d_model, "hidden": self.hidden,
+                "batch": self.batch, "seq": self.seq, "microbatches": 4, "ep_tokens": 64,
+                "seed": seed, "store": str(store), "channels": list(self.channels),
+                "profile_every": self.profile_every, "stack_interval_s": 0.02,
+                "queue_size": 8192, "job_id": f"{self.fault}-{seed}", "port": _free_port(),
+                "timeout_s": max(30.0, self.timeout_s / 2)}
+
+    # ------------------------------------------------------------------ run
+    def _launch(self, cfg: dict, workdir: Path) -> float:
+        """Start one process per rank and wait for all of them (``timeout_s``).
+
+        ``start_method="fork"`` forks the (already imported) interpreter, which keeps start-up
+        to the gloo rendezvous; ``"spawn"`` runs ``python -m causalkit.systems.tracing.workload
+        CONFIG RANK`` per rank (cold start: import torch, ~2 s of CPU per rank).
+        """
+        workdir.mkdir(parents=True, exist_ok=True)
+        cfg_path = workdir / "config.json"
+        cfg_path.write_text(json.dumps(cfg))
+        t0 = time.perf_counter()
+        if self.start_method == "fork":
+            import multiprocessing as mp
+
+            import torch.distributed  # noqa: F401  (imported once, before forking)
+
+            from causalkit.systems.tracing.workload import run_logged
+
+            ctx = mp.get_context("fork")
+            procs = [ctx.Process(target=run_logged, args=(rank, cfg, str(workdir / f"rank{rank}"
+                                                                          ".log")))
+                     for rank in range(self.world_size)]
+            for p in procs:
+                p.start()
+            poll, code = (lambda p: p.exitcode), (lambda p: p.exitcode)
+        else:
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+            procs = []
+            for rank in range(self.world_size):
+                with open(workdir / f"rank{rank}.log", "wb") as log:
+                    procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "causalkit.systems.tracing.workload",
+                         str(cfg_path), str(rank)], stdout=log, stderr=subprocess.STDOUT,
+                        env=env))
+            poll, code = (lambda p: p.poll()), (lambda p: p.returncode)
+        deadline = time.monotonic() + self.timeout_s
+        timed_out = False
+        try:
+            while any(poll(p) is None for p in procs):
+                if any(poll(p) not in (None, 0) for p in procs):
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(0.05)
+        finally:
+            for p in procs:
+                if poll(p) is None:
+                    p.kill()
+            for p in procs:
+                (p.join if hasattr(p, "join") else p.wait)(10)
+        bad = [(r, code(p)) for r, p in enumerate(procs) if code(p) != 0]
+        if bad:
+            tails = "\n".join(f"--- rank {r} log:\n" + (workdir / f"rank{r}.log").read_text(
+                errors="replace")[-1200:] for r, _ in bad)
+            reason = f"timed out after {self.timeout_s} s" if timed_out else f"exit codes {bad}"
+            raise RuntimeError(f"training processes failed ({reason})\n{tails}")
+        return time.perf_counter() - t0
+
+    def _score(self, report) -> dict:
+        expected = EXPECTED_KINDS.get(self.fault, ())
+        flagged = {f.rank for f in report.culprits if f.rank is not None}
+        hits = {f.rank for f in report.culprits if f.kind in expected} & self.true_ranks
+        truth = self.true_ranks
+        top = report.culprits[0] if report.culprits else None
+        return {"flagged_ranks": ",".join(map(str, sorted(flagged))),
+                "precision": (len(hits) / len(flagged)) if flagged else float(not truth),
+                "recall": len(hits) / len(truth) if truth else np.nan,
+                "detected": bool(truth) and hits == truth,
+                "false_alarm": bool(flagged - truth),
+                "culprit_kind": top.kind if top else "", "culprit_rank": top.rank if top else -1,
+                "culprit_category": top.category if top else "",
+                "culprit_phase": (top.phase or top.kernel or "") if top else ""}
+
+    def _time_to_detect(self, store: TraceStore, iters: pd.DataFrame):
+        if self.fault is None:
+            return np.nan, np.nan
+        job_start = iters.groupby("step")["start_ns"].min()
+        job_end = (iters["start_ns"] + iters["duration_ns"]).groupby(iters["step"]).max()
+        expected = EXPECTED_KINDS[self.fault]
+        onset = job_start.loc[self.fault_step]
+        ends = list(range(self.fault_step + self.detect_every, self.steps, self.detect_every))
+        for end in ends + [self.steps]:
+            t0 = time.perf_counter()
+            report = diagnose(store, steps=(2, end))
+            spent = time.perf_counter() - t0
+            hits = {f.rank for f in report.culprits if f.kind in expected}
+            if self.true_ranks <= hits:
+                return end - self.fault_step, (job_end.loc[end - 1] - onset) / 1e9 + spent
+        return np.nan, np.nan
+
+    def run_once(self, rep: int = 0):
+        """One repetition: returns (row dict, Report)."""
+        seed = self.seed + rep
+        base = Path(tempfile.mkdtemp(prefix="argus-")) if self.out_dir is None else self.out_dir
+        store_dir = base / f"{self.fault or 'none'}-ws{self.world_size}-seed{seed}"
+        if store_dir.exists():
+            shutil.rmtree(store_dir)
+        try:
+            wall = self._launch(self._config(store_dir / "traces", seed), store_dir)
+            store = TraceStore(store_dir / "traces")
+            t0 = time.perf_counter()
+            report = diagnose(store)
+            diag_s = time.perf_counter() - t0
+            iters = store.iterations()
+            windows = store.windows()
+            meta = store.meta()
+            steps_to, seconds_to = self._time_to_detect(store, iters)
+            job = iters.groupby("step")["duration_ns"].max() / 1e6
+            counters = [m.get("counters", {}) for m in meta.values()]
+            row = {"fault": self.fault or "none", "model": self.model,
+                   "world_size": self.world_size, "rep": rep, "seed": seed,
+                   "steps": self.steps, "fault_step": self.fault_step,
+                   "faulty_ranks": ",".join(map(str, sorted(self.true_ranks))),
+                   "severity": self.severity,
+                   "emulated": self.fault == "link_degradation", "simulated": False,
+                   **self._score(report),
+                   "steps_to_detect": steps_to, "time_to_detect_s": seconds_to,
+                   "diagnose_s": diag_s, "wall_s": wall,
+                   "step_ms_before": float(job.loc[2:self.fault_step - 1].median()),
+                   "step_ms_after": float(job.loc[self.fault_step:].median()),
+                   "l1_label": report.labels.get("job", ""),
+                   "n_windows": len(windows),
+                   "compression_ratio": float(windows["raw_bytes"].sum()
+                                              / windows["summary_bytes"].sum())
+                   if len(windows) else np.nan,
+                   "dropped": sum(sum(c.get("dropped", {}).values()) for c in counters),
+                   "tracer_errors": sum(c.get("errors", 0) for c in counters)}
+            return row, report
+        finally:
+            if self.out_dir is None:
+                shutil.rmtree(base, ignore_errors=True)
+
+    def run(self) -> pd.DataFrame:
+        """All repetitions; one row per repetition (see :meth:`run_once`)."""
+        rows = [self.run_once(rep)[0] for rep in range(self.repetitions)]
+        return pd.DataFrame(rows)

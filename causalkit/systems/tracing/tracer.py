@@ -1,0 +1,410 @@
+"""The per-rank trace producer: three channels -> bounded queue -> processor thread -> store.
+
+Channels (each can be switched off without affecting the others):
+
+* ``"phases"`` (framework semantics, always on): ``perf_counter_ns`` timers around
+  :meth:`Tracer.phase` blocks and :meth:`Tracer.collective` calls, plus one
+  :class:`IterationSample` per :meth:`Tracer.step`. A collective's start is also taken on the
+  wall clock (``time.time_ns``) so the processor and diagnosis can see who arrived last.
+* ``"stacks"`` (CPU call stacks, always on): a daemon thread samples the training thread's
+  Python stack every ``stack_interval_s`` from ``sys._current_frames()`` (the in-process
+  stand-in for py-spy).
+* ``"kernels"`` (duty-cycled): a ``torch.profiler`` CPU window over ``profile_steps`` steps every
+  ``profile_every`` steps. On CPU an aten op (or a gloo span) is the "kernel". CUPTI's ~1-2 %
+  always-on cost is not reproducible on CPU, where an always-on profiler costs far more, hence
+  the duty cycle; its cost is reported separately from the always-on channels.
+
+Producers never block: every record goes through ``queue.Queue.put_nowait`` on a queue bounded
+by ``queue_size`` and is dropped (and counted per channel) when the queue is full, so memory
+stays bounded when the processor falls behind. The processor thread batches records into the
+rank's SQLite file, compresses each profiler window (:func:`compress`) and optionally writes the
+raw window as gzip Chrome-trace JSON. Internal failures are counted in ``errors_`` and reported
+as a warning; they never propagate into the training loop.
+
+Reference: Zhou et al. (2026), arXiv 2606.20374, section 4 (producer design: decoupled
+enqueue-only callbacks, bounded queues with explicit drop on backpressure).
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+import warnings
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+from causalkit._validation import check_positive_int
+from causalkit.exceptions import CausalkitWarning
+from causalkit.systems.tracing.events import IterationSample, PhaseEvent, StackSnapshot
+from causalkit.systems.tracing.store import TraceStore
+
+__all__ = ["Tracer", "route_group", "CHANNELS"]
+
+CHANNELS = ("phases", "stacks", "kernels")
+#: Parallel dimension whose group a phase is compared within (L2 routing); default "dp".
+_ROUTING = {"moe_experts": "ep", "alltoall": "ep", "pp_send": "pp", "pp_recv": "pp",
+            "pp_send_grad": "pp", "pp_recv_grad": "pp"}
+_SENTINEL = object()
+_MAX_FRAMES = 48
+
+
+def route_group(phase: str, groups: dict[str, str]) -> str:
+    """The group tag a phase is compared within: ``groups[dimension of phase]``."""
+    return groups.get(_ROUTING.get(phase, "dp"), groups.get("dp", "dp0"))
+
+
+class _Window:
+    """A finished profiler window handed to the processor."""
+
+    __slots__ = ("profiler", "step", "window_id", "main_tid")
+
+    def __init__(self, profiler, step, window_id, main_tid):
+        self.profiler, self.step = profiler, step
+        self.window_id, self.main_tid = window_id, main_tid
+
+
+class Tracer:
+    """Always-on tracing of one rank of a training job.
+
+    Parameters
+    ----------
+    store : str, Path or TraceStore
+        Trace-store directory; this rank writes ``rank<rank>.sqlite`` there.
+    rank, world_size : int
+        This process's rank and the job size (``0 <= rank < world_size``).
+    groups : dict, optional
+        Parallel-group tags of this rank, e.g. ``{"dp": "dp0", "ep": "ep1"}``; phases are
+        routed to them for the within-group comparison of diagnosis level 2.
+    channels : sequence of str
+        Subset of ``("phases", "stacks", "kernels")``.
+    stack_interval_s : float
+        Stack sampling period.
+    profile_every, profile_steps : int
+        Kernel channel duty cycle: profile ``profile_steps`` steps out of every
+        ``profile_every`` (``profile_steps / profile_every`` of steps carry profiler cost).
+    queue_size : int
+        Bound of the producer queue; records beyond it are dropped and counted.
+    raw_trace_dir : str or Path, optional
+        If given, each profiler window is also written there as gzip Chrome-trace JSON.
+    flush_interval_s : float
+        How often the processor commits a batch.
+    job_id : str
+        Stored in the metadata.
+    compress_options : dict, optional
+        Keyword arguments of :func:`cluster_durations`.
+
+    Attributes
+    ----------
+    emitted_, dropped_ : collections.Counter
+        Records offered / dropped, per channel.
+    written_ : collections.Counter
+        Rows written by the processor, per table.
+    errors_ : int
+        Internal failures (caught, never raised into the training loop).
+
+    Examples
+    --------
+    >>> with Tracer("traces", rank=0, world_size=1) as tr:     # doctest: +SKIP
+    ...     for _ in range(100):
+    ...         with tr.step():
+    ...             with tr.phase("forward"):
+    ...                 loss = model(x).sum()
+    """
+
+    def __init__(self, store, *, rank: int = 0, world_size: int = 1, groups=None,
+                 channels=CHANNELS, stack_interval_s: float = 0.05, profile_every: int = 10,
+                 profile_steps: int = 1, queue_size: int = 8192, raw_trace_dir=None,
+                 flush_interval_s: float = 0.25, job_id: str = "job", compress_options=None):
+        self.store = store if isinstance(store, TraceStore) else TraceStore(store)
+        self.world_size = check_positive_int(world_size, "world_size")
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.world_size:
+            raise ValueError(f"rank must be an int in [0, world_size={self.world_size}); "
+                             f"got {rank!r}")
+        self.rank = rank
+        self.groups = dict(groups or {"dp": "dp0"})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.groups.items()):
+            raise TypeError("groups must map dimension names to group tags (str -> str)")
+        channels = tuple(channels)
+        unknown = sorted(set(channels) - set(CHANNELS))
+        if unknown:
+            raise ValueError(f"channels: unknown {unknown}; choose from {CHANNELS}")
+        self.channels = channels
+        if not stack_interval_s > 0:
+            raise ValueError(f"stack_interval_s must be > 0; got {stack_interval_s!r}")
+        self.stack_interval_s = float(stack_interval_s)
+        self.profile_every = check_positive_int(profile_every, "profile_every")
+        self.profile_steps = check_positive_int(profile_steps, "profile_steps")
+        if self.profile_steps > self.profile_every:
+            raise ValueError("profile_steps must not exceed profile_every")
+        self.queue_size = check_positive_int(queue_size, "queue_size")
+        self.raw_trace_dir = None if raw_trace_dir is None else Path(raw_trace_dir)
+        self.flush_interval_s = float(flush_interval_s)
+        self.job_id = str(job_id)
+        self.compress_options = dict(compress_options or {})
+        self.emitted_: Counter = Counter()
+        self.dropped_: Counter = Counter()
+        self.written_: Counter = Counter()
+        self.errors_ = 0
+        self.last_error_ = None
+        self._queue: queue.Queue = queue.Queue(maxsize=self.queue_size)
+        self._step = -1
+        self._window = None
+        self._window_id = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._main_tid = None
+        self._active = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Tracer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> Tracer:
+        """Start the processor (and stack sampler) threads."""
+        if self._active:
+            return self
+        self._main_tid = threading.get_ident()
+        if "kernels" in self.channels:
+            self._warm_profiler()
+        self._stop.clear()
+        self._threads = [threading.Thread(target=self._process, name="trace-processor",
+                                          daemon=True)]
+        if "stacks" in self.channels:
+            self._threads.append(threading.Thread(target=self._sample_stacks,
+                                                  name="trace-stacks", daemon=True))
+        for t in self._threads:
+            t.start()
+        self._active = True
+        return self
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Flush everything, write the counters, stop the threads."""
+        if not self._active:
+            return
+        self._active = False
+        self._end_window()
+        self._stop.set()
+        try:
+            self._queue.put(_SENTINEL, timeout=timeout)
+        except queue.Full:
+            self._error(RuntimeError("processor did not drain the queue before close"))
+        for t in self._threads:
+            t.join(timeout)
+        if any(t.is_alive() for t in self._threads):
+            self._error(RuntimeError("trace threads did not stop within the timeout"))
+        if self.errors_:
+            warnings.warn(f"tracer rank {self.rank}: {self.errors_} internal errors (last: "
+                          f"{self.last_error_!r}); the traced run was not affected",
+                          CausalkitWarning, stacklevel=2)
+
+    @property
+    def counters(self) -> dict:
+        """Producer and processor counters (also stored in the rank's metadata)."""
+        return {"emitted": dict(self.emitted_), "dropped": dict(self.dropped_),
+                "written": dict(self.written_), "errors": self.errors_,
+                "queue_size": self.queue_size}
+
+    # ------------------------------------------------------------------ producer side
+    def _error(self, exc: BaseException) -> None:
+        self.errors_ += 1
+        self.last_error_ = exc
+
+    def _offer(self, channel: str, record) -> None:
+        self.emitted_[channel] += 1
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self.dropped_[channel] += 1
+
+    @contextmanager
+    def step(self):
+        """Time one training iteration (and open/close profiler windows on the duty cycle)."""
+        self._step += 1
+        step = self._step
+        if "kernels" in self.channels and self._active and self._window is None \
+                and step % self.profile_every == 0:
+            self._begin_window(step)
+        wall, t0 = time.time_ns(), time.perf_counter_ns()
+        try:
+            yield step
+        finally:
+            duration = time.perf_counter_ns() - t0
+            if "phases" in self.channels:
+                self._offer("phases", IterationSample(self.rank, step, wall, duration))
+            if self._window is not None and step - self._window.step + 1 >= self.profile_steps:
+                self._end_window()
+
+    @contextmanager
+    def phase(self, name: str, group: str | None = None, nbytes: int = 0):
+        """Time a framework phase (forward, backward, optimizer, mlp, ...) of the current step."""
+        if "phases" not in self.channels:
+            yield
+            return
+        wall, t0 = time.time_ns(), time.perf_counter_ns()
+        try:
+            yield
+        finally:
+            duration = time.perf_counter_ns() - t0
+            self._offer("phases", PhaseEvent(name, self.rank, self._step, wall, duration,
+                                             group or route_group(name, self.groups),
+                                             int(nbytes)))
+
+    def collective(self, name: str, fn, *args, group: str | None = None, nbytes: int = 0,
+                   **kwargs):
+        """Run and time a collective ``fn(*args, **kwargs)`` as phase ``name``.
+
+        If ``fn`` returns a work handle (``async_op=True``), it is waited on inside the timer, so
+        the phase spans arrival to completion (the time gloo's worker thread takes, including the
+        wait for the last peer). The call also appears in profiler windows as
+        ``collective:<name>``.
+        """
+        import torch
+
+        with self.phase(name, group=group, nbytes=nbytes), \
+                torch.profiler.record_function(f"collective:{name}"):
+            result = fn(*args, **kwargs)
+            if hasattr(result, "wait") and callable(result.wait):
+                result.wait()
+        return result
+
+    # ------------------------------------------------------------------ kernel channel
+    def _warm_profiler(self) -> None:
+        """Open and close one empty profiler session: the first one in a process initialises
+        the profiling backend (about 1-2 s), which must not land inside a traced step."""
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU]):
+                pass
+        except Exception as exc:  # noqa: BLE001
+            self._error(exc)
+
+    def _begin_window(self, step: int) -> None:
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            prof = profile(activities=[ProfilerActivity.CPU])
+            prof.__enter__()
+            self._window = _Window(prof, step, self._window_id, threading.get_ident())
+            self._window_id += 1
+        except Exception as exc:  # noqa: BLE001 - tracing must never break training
+            self._error(exc)
+            self._window = None
+
+    def _end_window(self) -> None:
+        window, self._window = self._window, None
+        if window is None:
+            return
+        try:
+            window.profiler.__exit__(None, None, None)
+        except Exception as exc:  # noqa: BLE001
+            self._error(exc)
+            return
+        self._offer("kernels", window)
+
+    # ------------------------------------------------------------------ stack channel
+    def _sample_stacks(self) -> None:
+        while not self._stop.wait(self.stack_interval_s):
+            try:
+                self._offer("stacks", self._snapshot())
+            except Exception as exc:  # noqa: BLE001
+                self._error(exc)
+
+    def _snapshot(self) -> StackSnapshot:
+        """The training thread's current Python stack (outermost frame first)."""
+        main = self._main_tid if self._main_tid is not None else threading.get_ident()
+        frame = sys._current_frames().get(main)
+        frames = []
+        while frame is not None and len(frames) < _MAX_FRAMES:
+            code = frame.f_code
+            parts = code.co_filename.replace("\\", "/").rsplit("/", 3)
+            frames.append(f"{'/'.join(parts[-3:])}:{code.co_name}")
+            frame = frame.f_back
+        del frame
+        return StackSnapshot(self.rank, time.time_ns(), main, tuple(reversed(frames)))
+
+    # ------------------------------------------------------------------ processor side
+    def _process(self) -> None:
+        writer = None
+        try:
+            writer = self.store.writer(self.rank)
+            writer.set_meta({"job_id": self.job_id, "rank": self.rank,
+                             "world_size": self.world_size, "groups": self.groups,
+                             "channels": list(self.channels),
+                             "profile_every": self.profile_every,
+                             "profile_steps": self.profile_steps})
+        except Exception as exc:  # noqa: BLE001
+            self._error(exc)
+        batch: dict[str, list] = {"iterations": [], "phases": [], "stacks": []}
+        last_flush, done = time.monotonic(), False
+        while not done:
+            try:
+                item = self._queue.get(timeout=self.flush_interval_s)
+            except queue.Empty:
+                item = None
+            if item is _SENTINEL:
+                done = True
+            elif isinstance(item, PhaseEvent):
+                batch["phases"].append((item.rank, item.step, item.phase, item.group,
+                                        item.start_ns, item.duration_ns, item.nbytes))
+            elif isinstance(item, IterationSample):
+                batch["iterations"].append((item.rank, item.step, item.start_ns,
+                                            item.duration_ns))
+            elif isinstance(item, StackSnapshot):
+                batch["stacks"].append((item.rank, item.timestamp_ns, item.thread_id,
+                                        ";".join(item.frames)))
+            elif isinstance(item, _Window):
+                self._flush(writer, batch)
+                self._write_window(writer, item)
+            if done or time.monotonic() - last_flush >= self.flush_interval_s:
+                self._flush(writer, batch)
+                last_flush = time.monotonic()
+        try:
+            if writer is not None:
+                writer.set_meta({"counters": self.counters})
+                writer.close()
+        except Exception as exc:  # noqa: BLE001
+            self._error(exc)
+
+    def _flush(self, writer, batch: dict[str, list]) -> None:
+        for table, rows in batch.items():
+            if not rows:
+                continue
+            try:
+                if writer is None:
+                    raise RuntimeError("trace store writer unavailable")
+                writer.write(table, rows)
+                self.written_[table] += len(rows)
+            except Exception as exc:  # noqa: BLE001
+                self._error(exc)
+            rows.clear()
+
+    def _write_window(self, writer, window: _Window) -> None:
+        from causalkit.systems.tracing.compression import compress
+        from causalkit.systems.tracing.profiling import profiler_events
+        from causalkit.systems.tracing.tracefile import write_trace
+
+        try:
+            frame = profiler_events(window.profiler, rank=self.rank, step=window.step)
+            if frame.empty:
+                return
+            summary = compress(frame, window_id=window.window_id, **self.compress_options)
+            if writer is None:
+                raise RuntimeError("trace store writer unavailable")
+            writer.write("windows", [(self.rank, window.window_id, window.step, len(frame),
+                                      summary.raw_bytes, summary.summary_bytes,
+                                      summary.to_bytes())])
+            self.written_["windows"] += 1
+            if self.raw_trace_dir is not None:
+                write_trace(self.raw_trace_dir / f"rank{self.rank}_window{window.window_id}"
+                            f".json.gz", frame, {"rank": self.rank, "step": window.step,
+                                                 "job_id": self.job_id})
+        except Exception as exc:  # noqa: BLE001
+            self._error(exc)

@@ -1,0 +1,142 @@
+"""Kernel-event compression: clustering, round trip, wire format, W1 against scipy."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import wasserstein_distance
+
+from causalkit.systems.tracing import (
+    KernelEvent,
+    KernelGroupSummary,
+    KernelSummary,
+    TraceFileError,
+    cdf,
+    cluster_durations,
+    compress,
+    compression_ratio,
+    cupti_scale_window,
+    decompress,
+    levels,
+    quantile,
+)
+from causalkit.systems.tracing.tracefile import encode_events, encoded_size
+
+
+def _mixture(rng, modes):
+    return np.concatenate([m * np.exp(s * rng.standard_normal(n)) for n, m, s in modes])
+
+
+def _frame(rng, kernels, rank=0):
+    rows = []
+    for name, modes in kernels.items():
+        d = _mixture(rng, modes)
+        rows.append(pd.DataFrame({"name": name, "stream": "compute", "rank": rank, "step": 0,
+                                  "start_ns": np.arange(d.size) * 1000,
+                                  "duration_ns": d.astype(np.int64)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_separated_modes_become_clusters():
+    rng = np.random.default_rng(0)
+    d = _mixture(rng, [(700, 5e3, 0.1), (300, 80e3, 0.15)])
+    clusters = cluster_durations(d)
+    assert [c.count for c in clusters] == [700, 300]
+    assert clusters[0].p50 == pytest.approx(np.median(d[:700]), rel=1e-6)
+    assert cluster_durations(_mixture(rng, [(500, 1e4, 0.2)]))[0].count == 500
+    assert len(cluster_durations(_mixture(rng, [(500, 1e4, 0.2)]))) == 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_round_trip_keeps_p50_p99_within_5_percent(seed):
+    rng = np.random.default_rng(seed)
+    kernels = {"single": [(400, 2e4, 0.2)],
+               "two_modes": [(300, 3e3, 0.1), (900, 6e4, 0.2)],
+               "three_modes": [(500, 1e3, 0.15), (200, 2e4, 0.1), (60, 5e5, 0.3)],
+               "heavy_tail": [(1000, 1e4, 0.6)]}
+    frame = _frame(rng, kernels)
+    summary = KernelSummary.from_bytes(compress(frame).to_bytes())
+    for name in kernels:
+        raw = frame.loc[frame["name"] == name, "duration_ns"].to_numpy(float)
+        g = summary.group(name)
+        got = quantile(g, [0.5, 0.99])
+        ref = np.quantile(raw, [0.5, 0.99])
+        np.testing.assert_allclose(got, ref, rtol=0.05, err_msg=name)
+        # decompression has the original size and the same quantiles
+        back = decompress(g)
+        assert back.size == raw.size
+        np.testing.assert_allclose(np.quantile(back, [0.5, 0.99]), ref, rtol=0.05)
+
+
+def test_cdf_and_quantile_are_inverse():
+    rng = np.random.default_rng(1)
+    g = KernelGroupSummary("k", "compute", 0,
+                           cluster_durations(_mixture(rng, [(300, 3e3, 0.1), (200, 6e4, 0.2)])))
+    q = np.linspace(0.01, 0.99, 25)
+    np.testing.assert_allclose(cdf(g, quantile(g, q)), q, atol=1e-6)
+    assert cdf(g, 1.0)[0] == 0.0 and cdf(g, 1e12)[0] == 1.0
+
+
+def test_w1_matches_scipy_on_raw_samples():
+    rng = np.random.default_rng(2)
+    a = _mixture(rng, [(2000, 1e4, 0.2)])
+    b = _mixture(rng, [(1500, 1e4, 0.2), (500, 5e4, 0.2)])
+    ga = KernelGroupSummary("k", "compute", 0, cluster_durations(a))
+    gb = KernelGroupSummary("k", "compute", 1, cluster_durations(b))
+    grid = np.exp(np.linspace(np.log(min(a.min(), b.min())) - 0.05,
+                              np.log(max(a.max(), b.max())) + 0.05, 4000))
+    F = np.vstack([cdf(ga, grid), cdf(gb, grid)])
+    w1 = levels.w1_matrix(F, grid)[0, 1]
+    assert w1 == pytest.approx(wasserstein_distance(a, b), rel=0.05)
+
+
+def test_mean_w1_scores_equal_matrix_row_means():
+    rng = np.random.default_rng(3)
+    F = np.sort(rng.uniform(size=(7, 60)), axis=1)
+    grid = np.linspace(0, 5, 60)
+    full = levels.w1_matrix(F, grid)
+    np.testing.assert_allclose(levels.mean_w1_scores(F, grid), full.sum(1) / 6, rtol=1e-10)
+
+
+def test_wire_format_round_trip_and_corruption():
+    rng = np.random.default_rng(4)
+    events = [KernelEvent("aten::mm", "compute", i, int(d), 0, 3)
+              for i, d in enumerate(_mixture(rng, [(50, 1e4, 0.2)]))]
+    s = compress(events, window_id=7)
+    blob = s.to_bytes()
+    back = KernelSummary.from_bytes(blob)
+    assert back.window_id == 7 and back.step == 3 and back.raw_bytes == s.raw_bytes
+    assert back.groups[0].clusters[0].count == 50
+    with pytest.raises(TraceFileError, match="truncated|checksum"):
+        KernelSummary.from_bytes(blob[: len(blob) // 2])
+    flipped = bytearray(blob)
+    flipped[20] ^= 0xFF
+    with pytest.raises(TraceFileError, match="checksum"):
+        KernelSummary.from_bytes(bytes(flipped))
+    with pytest.raises(TraceFileError):
+        KernelSummary.from_bytes(b"")
+
+
+def test_raw_size_is_exact_and_ratio_grows_with_volume():
+    rng = np.random.default_rng(5)
+    frame = _frame(rng, {'gloo:"all"': [(30, 1e5, 0.1)], "aten::é": [(40, 1e3, 0.3)]}, rank=12)
+    assert encoded_size(frame) == len(encode_events(frame))
+    summary = compress(frame)
+    assert summary.raw_bytes == len(encode_events(frame))
+    assert compression_ratio(frame, summary) == pytest.approx(compression_ratio(summary))
+    big = cupti_scale_window(50_000, seed=0)
+    assert big["simulated"] and big["ratio"] > 1000
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="empty"):
+        compress([])
+    with pytest.raises(ValueError, match="empty"):
+        cluster_durations([])
+    with pytest.raises(ValueError, match="non-negative"):
+        cluster_durations([1.0, -2.0])
+    with pytest.raises(TypeError, match="KernelEvent"):
+        compress([{"name": "x"}])
+    with pytest.raises(ValueError, match="missing columns"):
+        compress(pd.DataFrame({"name": ["x"]}))
+    with pytest.raises(ValueError, match=r"q must lie"):
+        quantile(KernelGroupSummary("k", "c", 0, cluster_durations([1.0, 2.0])), 1.5)
