@@ -6,7 +6,7 @@ walks the chain in causal order, flags the first object whose behaviour deviates
 expectation and whose oracle would raise the quality bound it controls, replaces it by its oracle
 and continues downstream; it then composes compatible actions from a pluggable library into an
 optimised design. :class:`ANNExperiment` runs the baseline-vs-design study. Needs the ``[ann]``
-extra (faiss-cpu, hnswlib, scikit-image). All engines are real (faiss on this CPU); nothing here
+extra (faiss-cpu, scikit-image). All engines are real (faiss on this CPU); nothing here
 is simulated.
 """
 
