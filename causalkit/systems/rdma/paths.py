@@ -16,6 +16,7 @@ placed but its ACK is lost) and :meth:`Path.delay` (constant one-way latency add
 
 from __future__ import annotations
 
+import abc
 import heapq
 import itertools
 import socket
@@ -31,7 +32,7 @@ from causalkit.systems.rdma.wire import KIND_REQ
 __all__ = ["Path", "InProcessPath", "UdpPath", "SharedMemoryPath"]
 
 
-class Path:
+class Path(abc.ABC):
     """Base class: fault injection and delayed delivery; subclasses move raw bytes.
 
     Parameters
@@ -128,13 +129,15 @@ class Path:
         heap = self._pending[end]
         return heap[0][0] if heap else None
 
-    def _put(self, end: int, data: bytes) -> None:  # deliver to the other end
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _put(self, end: int, data: bytes) -> None:
+        """Deliver ``data`` from ``end`` to the other end."""
 
-    def _take(self, end: int) -> list[bytes]:  # packets arrived at ``end``
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _take(self, end: int) -> list[bytes]:
+        """Packets that have arrived at ``end``."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook; in-process paths hold nothing
         """Release OS resources (sockets, shared memory)."""
 
 
