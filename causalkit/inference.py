@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
-from scipy import stats
+from scipy.special import ndtr, ndtri
 
 from causalkit._validation import (
     check_alpha,
@@ -115,7 +115,7 @@ class Estimate:
     @property
     def pvalue(self) -> float:
         """Two-sided normal p-value for H0: value = 0."""
-        return float(2.0 * stats.norm.sf(abs(self.zstat)))
+        return float(2.0 * ndtr(-abs(self.zstat)))
 
     def conf_int(self, alpha: float = 0.05, method: str | None = None) -> tuple[float, float]:
         """Two-sided :math:`1-\\alpha` confidence interval ``(lower, upper)``.
@@ -130,7 +130,7 @@ class Estimate:
         alpha = check_alpha(alpha)
         method = self.ci_method if method is None else method
         if method == "normal":
-            half = stats.norm.ppf(1 - alpha / 2) * self.std_error
+            half = ndtri(1 - alpha / 2) * self.std_error
             return (self.value - half, self.value + half)
         if method == "percentile":
             if self.replicates is None:

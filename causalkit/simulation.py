@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from io import StringIO
 from pathlib import Path
@@ -21,6 +22,7 @@ import pandas as pd
 from joblib import Parallel, delayed, parallel_config
 
 from causalkit._validation import check_alpha, check_positive_int
+from causalkit.exceptions import CausalkitWarning
 from causalkit.inference import Estimate
 
 __all__ = ["run_study", "summarize", "load_results"]
@@ -62,12 +64,17 @@ def _run_replication(design: Callable, estimators: Mapping, seed: int, rep: int,
     rows = []
     for name, fn in estimators.items():
         start = time.perf_counter()
-        try:
-            output = fn(data)
-            row = _row(name, output, truth, alpha, time.perf_counter() - start)
-        except (ValueError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
-            row = _row(name, np.nan, truth, alpha, time.perf_counter() - start)
-            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                output = fn(data)
+                row = _row(name, output, truth, alpha, time.perf_counter() - start)
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
+                row = _row(name, np.nan, truth, alpha, time.perf_counter() - start)
+                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        details = json.loads(row["details"])
+        details["n_warnings"] = float(len(caught))
+        row["details"] = json.dumps(details, sort_keys=True)
         row["rep"] = rep
         rows.append(row)
     return rows
@@ -211,8 +218,27 @@ def run_study(design: Callable, estimators: Mapping[str, Callable], reps: int, s
             bar.update(1)
     if bar is not None:
         bar.close()
-    results = pd.concat(collected, ignore_index=True) if collected else done
-    return _expand(results[results["rep"] < reps])
+    results = _expand(pd.concat(collected, ignore_index=True) if collected else done)
+    results = results[results["rep"] < reps]
+    _report_warnings(results, seed)
+    return results
+
+
+def _report_warnings(results: pd.DataFrame, seed: int) -> None:
+    """One summary warning for the warnings estimators raised inside replications."""
+    if "n_warnings" not in results:
+        return
+    counts = results.groupby("estimator", sort=False)["n_warnings"].agg(
+        calls=lambda w: int((w > 0).sum()), total=lambda w: int(w.sum()))
+    counts = counts[counts["total"] > 0]
+    if counts.empty:
+        return
+    listed = ", ".join(f"{name}: {row.total} in {row.calls} replication(s)"
+                       for name, row in counts.iterrows())
+    warnings.warn(f"estimators raised warnings inside replications ({listed}); the count per "
+                  "replication is in column 'n_warnings'. To see the messages, rerun one: "
+                  f"design(numpy.random.default_rng([{seed}, rep])).", CausalkitWarning,
+                  stacklevel=3)
 
 
 def _expand(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Pipeline-bootstrap coverage of AIB and ACIB (60 replications x 50 resamples; resumable)."""
+"""Pipeline-bootstrap coverage of AIB and ACIB (200 replications x 100 resamples; resumable)."""
 from causalkit.borrowing.studies import bootstrap_coverage
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ def test_aib_fitted_attributes(data):
 
 
 def test_debiased_criterion_never_exceeds_plugin(data):
-    plug = InfluenceBorrowing().fit(*data).mse_path_
+    plug = InfluenceBorrowing(criterion="plugin").fit(*data).mse_path_
     deb = InfluenceBorrowing(criterion="debiased").fit(*data).mse_path_
     assert np.all(deb["bias2"].to_numpy() <= plug["bias2"].to_numpy() + 1e-15)
 
@@ -130,6 +130,19 @@ def test_calibration_recovers_shift():
     np.testing.assert_allclose(kern.predict(grid), 0.8 + 0.5 * grid[:, 0], atol=0.25)
 
 
+def test_calibration_shrinks_to_zero_under_exchangeability():
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(900, 3))
+    d = np.r_[np.zeros(300), np.ones(600)].astype(int)
+    y = 1 + X @ [1.0, 0.5, -0.5] + rng.normal(size=900)      # same outcome model in both
+    for method in ("linear", "constant"):
+        cal = OutcomeCalibrator(method=method, random_state=0).fit(X, y, d)
+        unpenalised = np.linalg.lstsq(np.c_[np.ones(900), X][d == 1], y[d == 1], rcond=None)[0][0] \
+            - np.linalg.lstsq(np.c_[np.ones(900), X][d == 0], y[d == 0], rcond=None)[0][0]
+        assert np.max(np.abs(cal.predict(X))) < 0.05
+        assert abs(cal.intercept_) < 0.5 * abs(unpenalised)
+
+
 def test_calibrated_estimators_remove_systematic_shift():
     d = paper_a_design(np.random.default_rng(5), n_trial=800, n_treated=400, n_external=1200,
                        n_features=4)
@@ -142,6 +155,8 @@ def test_calibrated_estimators_remove_systematic_shift():
     assert abs(cal.value - 1) < 3 * cal.std_error
     assert acib.calibration_model_.intercept_ == pytest.approx(2.0, abs=0.25)
     assert abs(acib.estimate(inference="analytic").value - 1) < 0.3
+    aib = InfluenceBorrowing().fit(X, y, a, s)             # cannot undo the shift
+    assert acib.n_borrowed_ > 2 * aib.n_borrowed_
 
 
 def test_power_prior_limits(data):

@@ -134,3 +134,55 @@ def test_shift_qp_validates_its_input():
         with pytest.raises(ValueError, match="backup"):
             from causalkit.systems.rdma.shift import KVStore, ShiftEndpoint
             ShiftEndpoint(a.nics[0], a.nics[0], KVStore())
+
+
+def test_fault_during_switch_back_reaches_both_ranks_at_once(monkeypatch):
+    """A second fault on the default NIC exactly when a switch-back starts (probe OK, fence and
+    notification posted) is outside what SHIFT masks; the QP must surface it (error completion,
+    flushed RECVs) so that no rank waits out its timeout for a notification that never comes."""
+    from causalkit.systems.rdma.shift import ShiftQP
+    from causalkit.systems.rdma.workloads import RingAllReduce
+
+    hit = []
+    start_switch_back = ShiftQP._start_switch_back
+
+    def then_kill(self, now):
+        start_switch_back(self, now)
+        if not hit:  # deterministic interleaving: the NIC dies right after the posts
+            hit.append(self)
+            inject_fault(c, "nic_down", 1)
+
+    monkeypatch.setattr(ShiftQP, "_start_switch_back", then_kill)
+    with build_ring(3, shift=True, probe_interval=0.01, **FAST) as c:
+        ring = RingAllReduce(c, 1500, nslots=2)
+        t0 = time.monotonic()
+        out = ring.run(400, timeout=20, on_iteration=lambda i: (
+            i == 0 and inject_fault(c, "link_flap", 1, flap_s=0.1), time.sleep(0.005)))
+        elapsed = time.monotonic() - t0
+        assert hit, "no switch-back started"
+        assert any(e["event"] == "error" and "switch-back" in e["reason"] for e in hit[0].events)
+        assert len(out["errors"]) == 3  # every rank stopped: one failed, the others aborted
+        assert not any("timed out" in str(e) for e in out["errors"].values())
+        assert elapsed < 10  # the failure is seen after the RC detection time, not at 20 s
+
+
+def test_surfaced_error_flushes_the_posted_recvs():
+    with build_ring(2, shift=True, **FAST) as c:
+        a, b = c.hosts
+        cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
+        rcq = b.create_cq()
+        qa = a.create_qp(a.create_cq(), a.create_cq(), cap)
+        qb = b.create_qp(b.create_cq(), rcq, cap)
+        _connect(c, qa, qb)
+        for h in c.hosts:
+            h.endpoint.handshake_timeout = 0.3
+        qb.post_recv([RecvWR(i) for i in range(3)])
+        c.hosts[1].nics[1].kill()  # no backup path: the failover cannot be masked
+        inject_fault(c, "nic_down", 1)
+        qb.post_send(SendWR(7, Opcode.RDMA_WRITE))
+        assert rcq.wait(10)
+        time.sleep(0.05)
+        wcs = rcq.poll(8)
+        assert [w.wr_id for w in wcs] == [0, 1, 2]
+        assert all(w.status == WCStatus.WR_FLUSH_ERR for w in wcs)
+        assert qb.sq_state == SendState.FAILED

@@ -41,7 +41,8 @@ def test_separated_modes_become_clusters():
     d = _mixture(rng, [(700, 5e3, 0.1), (300, 80e3, 0.15)])
     clusters = cluster_durations(d)
     assert [c.count for c in clusters] == [700, 300]
-    assert clusters[0].p50 == pytest.approx(np.median(d[:700]), rel=1e-6)
+    # p50 is one of the sketch's 16-bit log-quantiles: ~1e-5 relative rounding
+    assert clusters[0].p50 == pytest.approx(np.median(d[:700]), rel=1e-4)
     assert cluster_durations(_mixture(rng, [(500, 1e4, 0.2)]))[0].count == 500
     assert len(cluster_durations(_mixture(rng, [(500, 1e4, 0.2)]))) == 1
 

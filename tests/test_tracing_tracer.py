@@ -9,6 +9,7 @@ import torch
 
 from causalkit.exceptions import CausalkitWarning
 from causalkit.systems.tracing import (
+    KernelSummary,
     TraceFileError,
     Tracer,
     TraceStore,
@@ -62,24 +63,21 @@ def test_channels_reach_the_store(traced):
 
 
 def test_real_window_round_trip(traced):
-    """Real profiler windows: every kernel's median survives within 5% for most kernels; the
-    tail is lossy (heavy-tailed CPU op times do not follow one log-normal per cluster), so p99
-    is only checked to stay inside the kernel's observed range. The numbers are reported by
-    benchmarks/tracing.py."""
+    """Real profiler windows: p50 and p99 of every kernel survive the round trip within 5%
+    (kernels of any size; the quantile sketch keeps the tail of heavy-tailed CPU op times)."""
     root, _ = traced
     frame, meta = read_trace(root / "raw" / "rank0_window0.json.gz")
     assert meta["rank"] == 0 and len(frame) > 0
-    summary = compress(frame)
-    p50_ok = []
+    summary = KernelSummary.from_bytes(compress(frame).to_bytes())
+    n_large = 0
     for (name, stream), sub in frame.groupby(["name", "stream"]):
         d = sub["duration_ns"].to_numpy(float)
         g = summary.group(name, stream=stream)
         assert g.samples == d.size
-        got = quantile(g, [0.5, 0.99])
-        assert d.min() <= got[1] <= d.max()
-        if d.size >= 20:
-            p50_ok.append(abs(got[0] / np.quantile(d, 0.5) - 1) <= 0.05)
-    assert len(p50_ok) >= 5 and np.mean(p50_ok) >= 0.8
+        np.testing.assert_allclose(quantile(g, [0.5, 0.99]), np.quantile(d, [0.5, 0.99]),
+                                   rtol=0.05, err_msg=name)
+        n_large += d.size >= 10
+    assert n_large >= 5
 
 
 def test_overflow_drops_and_counts(tmp_path):

@@ -11,16 +11,24 @@ gives :math:`m(X) = E(Y\\mid X, C) = \\mu_0(X) + \\rho(X)b(X)` with
           \\{D_i-\\hat\\rho(X_i)\\}\\,b(X_i)\\big]^2 + \\Lambda(b),
 
 with :math:`\\hat m` and :math:`\\hat\\rho` cross-fitted (out-of-fold). ``method="linear"``:
-:math:`b(x) = \\gamma_0 + x^\\top\\gamma`, solved by least squares of :math:`Y-\\hat m` on
-:math:`(D-\\hat\\rho)(1, x)`. ``method="constant"``: :math:`b(x) = \\gamma_0`, a pure
-mean shift, :math:`\\hat\\gamma_0 = \\sum(D-\\hat\\rho)(Y-\\hat m)/\\sum(D-\\hat\\rho)^2`.
-A linear :math:`b` has as many parameters as a linear :math:`\\mu_0`, so after linear
-calibration the external controls carry no information about a linear :math:`\\mu_0` (their
-calibrated regression equals the trial-control one); a constant :math:`b` keeps that
-information and removes only the shift. ``method="kernel"``: Gaussian-kernel ridge regression of the
+:math:`b(x) = \\gamma_0 + x^\\top\\gamma`, the ridge regression of :math:`Y-\\hat m` on
+:math:`(D-\\hat\\rho)(1, x)` without a free intercept and with
+:math:`\\Lambda(b) = \\lambda(\\gamma_0^2 + \\|\\gamma\\|^2)` (covariates standardised);
+``method="constant"``: :math:`b(x) = \\gamma_0`, a pure mean shift,
+:math:`\\hat\\gamma_0 = \\sum(D-\\hat\\rho)(Y-\\hat m)/\\{\\sum(D-\\hat\\rho)^2 + \\lambda\\}`.
+In both, :math:`\\lambda` minimises the exact leave-one-out error of the ridge fit
+(:class:`sklearn.linear_model.RidgeCV`, Golub, Heath & Wahba 1979) over :data:`RIDGE_GRID`. The
+penalty covers the intercept on purpose: when the two sources agree the LOO error is smallest
+for large :math:`\\lambda` and :math:`\\hat b \\to 0`, so calibration does not add back the
+trial controls' noise through a freely estimated shift (an unpenalised
+:math:`\\hat\\gamma_0` is a difference of two sample means and carries the full trial-control
+variance into every calibrated outcome); when there is a systematic shift the LOO error
+favours a small :math:`\\lambda` and :math:`\\hat b` recovers it. ``method="kernel"``:
+Gaussian-kernel ridge regression (no intercept, so it also shrinks to 0) of the
 pseudo-outcomes :math:`(Y-\\hat m)/(D-\\hat\\rho)` with weights :math:`(D-\\hat\\rho)^2` (the
 same objective written as a weighted regression), bandwidth :math:`\\gamma = 1/p` on
-standardised covariates as in KRLS, penalty chosen by cross-validation. The calibrated external
+standardised covariates as in KRLS, penalty chosen by 3-fold cross-validation over
+:data:`RIDGE_GRID`. The calibrated external
 outcomes are :math:`\\tilde Y_j = Y_j - \\hat b(X_j)`.
 
 The working model, cross-fitting and the KRR weighting are a reconstruction of the calibration
@@ -32,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.kernel_ridge import KernelRidge
-from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.model_selection import GridSearchCV
 
 from causalkit._validation import check_array, check_binary, check_positive_int, check_vector
@@ -43,6 +51,9 @@ __all__ = ["OutcomeCalibrator", "CALIBRATIONS"]
 CALIBRATIONS = ("linear", "constant", "kernel")
 #: Above this many pooled controls the kernel model would need an n x n kernel matrix.
 KERNEL_MAX_ROWS = 5000
+#: Penalties searched for the bias model (leave-one-out for the ridge forms, CV for the kernel);
+#: the top end makes :math:`\\hat b \\approx 0` reachable.
+RIDGE_GRID = np.logspace(-3, 6, 28)
 
 
 class OutcomeCalibrator(BaseEstimator):
@@ -64,6 +75,8 @@ class OutcomeCalibrator(BaseEstimator):
         The linear bias model :math:`\\hat b(x) = \\hat\\gamma_0 + x^\\top\\hat\\gamma`.
     bias_model_ : KernelRidge or None
         The fitted kernel bias model (``method="kernel"``).
+    alpha_ : float
+        The chosen penalty :math:`\\lambda`.
     """
 
     def __init__(self, method: str = "linear", n_folds: int = 5, random_state=None):
@@ -96,15 +109,18 @@ class OutcomeCalibrator(BaseEstimator):
             if self.method == "linear":
                 design = np.hstack([design, X])
             Z = lever[:, None] * design
-            coef = np.linalg.lstsq(Z, resid, rcond=None)[0]
+            ridge = RidgeCV(alphas=RIDGE_GRID, fit_intercept=False).fit(Z, resid)
+            coef = ridge.coef_
+            self.alpha_ = float(ridge.alpha_)
             self.intercept_ = float(coef[0])
             self.coef_ = coef[1:] if self.method == "linear" else np.zeros(X.shape[1])
             self.bias_model_ = None
         else:
-            grid = {"alpha": [1e-3, 1e-2, 1e-1, 1.0]}
-            search = GridSearchCV(KernelRidge(kernel="rbf", gamma=1.0 / X.shape[1]), grid, cv=3)
+            search = GridSearchCV(KernelRidge(kernel="rbf", gamma=1.0 / X.shape[1]),
+                                  {"alpha": RIDGE_GRID[::3]}, cv=3)
             search.fit(X, resid / lever, sample_weight=lever ** 2)
             self.bias_model_ = search.best_estimator_
+            self.alpha_ = float(search.best_params_["alpha"])
         self.n_features_in_ = X.shape[1]
         return self
 

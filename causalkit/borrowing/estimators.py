@@ -60,8 +60,12 @@ class InfluenceBorrowing(BorrowingEstimator):
     grid : None, int or sequence
         Borrowing-set sizes (:func:`~causalkit.borrowing.selection.size_grid`); default 41
         evenly spaced sizes from 0 to all external controls.
-    criterion : {"plugin", "debiased"}
-        MSE estimate per set (:mod:`~causalkit.borrowing.selection`).
+    criterion : {"debiased", "plugin"}
+        MSE estimate per set (:mod:`~causalkit.borrowing.selection`). Default ``"debiased"``:
+        the plug-in squared bias also counts the variance of the difference to the trial-only
+        estimate and so stops borrowing early; in 100 replications of the Paper A design
+        (linear and nonlinear, bias 0 to 0.5) the de-biased criterion lowered AIB's RMSE by
+        6-8% relative to the plug-in one.
     damping : float
         Added to the Hessian diagonal before solving.
     variance_ratio : float or "estimate"
@@ -91,7 +95,7 @@ class InfluenceBorrowing(BorrowingEstimator):
     _label = "AIB"
     _default_inference = "bootstrap"
 
-    def __init__(self, outcome_model="auto", score="absolute", grid=None, criterion="plugin",
+    def __init__(self, outcome_model="auto", score="absolute", grid=None, criterion="debiased",
                  damping=0.0, variance_ratio=1.0, propensity="constant",
                  random_state=None):
         self.outcome_model = outcome_model
@@ -165,7 +169,7 @@ class CalibratedInfluenceBorrowing(InfluenceBorrowing):
     _label = "ACIB"
 
     def __init__(self, outcome_model="auto", calibration="linear", n_folds=5, score="absolute",
-                 grid=None, criterion="plugin", damping=0.0, variance_ratio=1.0,
+                 grid=None, criterion="debiased", damping=0.0, variance_ratio=1.0,
                  propensity="constant", random_state=None):
         super().__init__(outcome_model=outcome_model, score=score, grid=grid,
                          criterion=criterion, damping=damping, variance_ratio=variance_ratio,

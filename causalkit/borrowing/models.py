@@ -37,6 +37,15 @@ def _linear_predictor(X: np.ndarray, coef_full: np.ndarray) -> np.ndarray:
     return X @ coef_full[1:] + coef_full[0]
 
 
+def _gradients(X: np.ndarray, resid: np.ndarray) -> np.ndarray:
+    """Per-unit GLM gradients :math:`\\tilde x_i r_i` written straight into one (n, q) array
+    (no intercept-column copy of the design)."""
+    G = np.empty((X.shape[0], X.shape[1] + 1))
+    G[:, 0] = resid
+    np.multiply(X, resid[:, None], out=G[:, 1:])
+    return G
+
+
 def _penalty(q: int, ridge: float) -> np.ndarray:
     """Ridge penalty matrix that leaves the intercept unpenalised."""
     pen = np.full(q, float(ridge))
@@ -281,8 +290,8 @@ class LinearOutcomeModel(RegressorMixin, BaseEstimator):
 
     def loss_gradients(self, X, y):
         """Per-unit gradients :math:`-\\tilde x_i (y_i - \\tilde x_i^\\top\\hat\\theta)`."""
-        Z = _design(np.asarray(X, dtype=float))
-        return -Z * (np.asarray(y, dtype=float) - Z @ self.coef_full_)[:, None]
+        X = np.asarray(X, dtype=float)
+        return _gradients(X, _linear_predictor(X, self.coef_full_) - np.asarray(y, dtype=float))
 
     def loss_hessian(self, X=None):
         """Mean Hessian on the fitting rows (squared loss: it does not depend on the data)."""
@@ -343,8 +352,9 @@ class LogisticOutcomeModel(BaseEstimator):
 
     def loss_gradients(self, X, y):
         """Per-unit gradients :math:`\\tilde x_i(\\hat p_i - y_i)`."""
-        Z = _design(np.asarray(X, dtype=float))
-        return Z * (expit(Z @ self.coef_full_) - np.asarray(y, dtype=float))[:, None]
+        X = np.asarray(X, dtype=float)
+        p = expit(_linear_predictor(X, self.coef_full_))
+        return _gradients(X, p - np.asarray(y, dtype=float))
 
     def loss_hessian(self, X=None):
         """Mean Hessian on the fitting rows."""
@@ -406,10 +416,10 @@ class SklearnGLM(BaseEstimator):
 
     def loss_gradients(self, X, y):
         """Per-unit gradients of squared or log loss at the fitted coefficients."""
-        Z = _design(np.asarray(X, dtype=float))
-        eta = Z @ self.coef_full_
+        X = np.asarray(X, dtype=float)
+        eta = _linear_predictor(X, self.coef_full_)
         resid = (expit(eta) - y) if self.logistic_ else (eta - y)
-        return Z * np.asarray(resid, dtype=float)[:, None]
+        return _gradients(X, np.asarray(resid, dtype=float))
 
     def loss_hessian(self, X=None):
         """Mean Hessian on the fitting rows (plus damping)."""

@@ -5,10 +5,11 @@ External controls sorted by ascending score (ties broken by row order) give nest
 on the grid the efficient estimator gives :math:`\\hat\\tau_k` and :math:`\\hat V_k`; the
 estimated mean squared error is
 
-* ``"plugin"`` (default; the form used by Yang, Li & Wu 2025):
+* ``"plugin"`` (the form used by Yang, Li & Wu 2025):
   :math:`\\widehat{MSE}_k = (\\hat\\tau_k-\\hat\\tau_0)^2 + \\hat V_k`, the bias measured against
   the unbiased trial-only estimate :math:`\\hat\\tau_0`;
-* ``"debiased"``: :math:`\\max\\{(\\hat\\tau_k-\\hat\\tau_0)^2 - \\hat V(\\hat\\tau_k-\\hat\\tau_0),
+* ``"debiased"`` (the estimators' default):
+  :math:`\\max\\{(\\hat\\tau_k-\\hat\\tau_0)^2 - \\hat V(\\hat\\tau_k-\\hat\\tau_0),
   0\\} + \\hat V_k`, since :math:`E(\\hat\\tau_k-\\hat\\tau_0)^2 = B_k^2 +
   Var(\\hat\\tau_k-\\hat\\tau_0)` makes the plug-in over-penalise borrowing. The variance of the
   difference uses the difference of the two influence functions on the common sample

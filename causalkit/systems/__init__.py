@@ -1,1 +1,4 @@
-"""Systems experiment drivers: ann (SmartANN), tracing (ARGUS), elastic (LiveR), rdma (SHIFT), netsched (vClos)."""
+"""Systems experiment drivers.
+
+ann (SmartANN), tracing (ARGUS), elastic (LiveR), rdma (SHIFT), netsched (vClos).
+"""

@@ -25,7 +25,19 @@ default QP succeeds; a signaled fence WR is posted on the backup QP (SHIFT's own
 application cannot stall the switch); a WRITE_WITH_IMM notification is posted on the default QP and
 later application WRs queue behind it **without a doorbell**; when the fence completes the doorbell
 is rung up to the notification, and when the notification completes, for the rest. The peer, on
-that notification, moves its outstanding RECVs back to the default QP.
+that notification, moves its outstanding RECVs back to the default QP. Once both directions are
+back, each side resets its backup QP (re-arm: fresh PSNs, a control RECV at the head of its
+receive queue) so that the next failover's handshake finds it clean.
+
+Not masked (a second fault inside the recovery window, which the protocol of the paper does not
+cover): a fault on the default path while a switch-back is under way (the notification's fate is
+then ambiguous: the peer may already have moved its RECVs back), the backup failing, or the default
+path failing again before the backup has been re-armed (its control RECV is used up and its RECV
+queue may hold stale entries, so a second handshake there could be lost or, worse, consume an
+application RECV). In every such case the QP surfaces the error: an error completion on the send
+CQ, ``WR_FLUSH_ERR`` for every outstanding send **and receive**, both inner QPs to ERR, so that
+both the sending and the receiving application notice at once instead of waiting.
+:attr:`ShiftQP.settled` says whether a QP is outside that window.
 
 Semantics given up (the trilemma, see :mod:`.trilemma`): data WRITEs after the last delivered
 notification may be executed twice (at-least-once); this is safe for protocols that read data only
@@ -255,6 +267,7 @@ class ShiftQP:
         self.events: list[dict] = []
         self._attrs: dict = {}
         self._backup_ready = False
+        self._backup_fresh = False           # re-armed and not yet used by a failover
         self._sq_done = {"d": 0, "b": 0}     # per QP: send WQEs below this index are completed
         self._rq_done = {"d": 0, "b": 0}     # per QP: recv WQEs below this index are consumed
         self._internal_rq = {"d": set(), "b": set()}
@@ -280,6 +293,19 @@ class ShiftQP:
             return self._qp["d"].state
         return QPState.RTS
 
+    @property
+    def settled(self) -> bool:
+        """Whether no recovery step is pending, i.e. a new fault would meet a QP SHIFT protects:
+        either S1/R1 with a freshly armed backup QP, or S2/R2 on the backup with no probe of the
+        default QP in flight. False during a handshake, a probe, a switch-back, before the backup
+        is re-armed, and after an error was surfaced."""
+        with self.ep.fabric.lock:
+            if self.sq_state == SendState.DEFAULT:
+                return self.rq_state == RecvState.DEFAULT and self._backup_fresh and \
+                    not self._cq["d"]._q and not self._cq["b"]._q
+            return self.sq_state == SendState.FALLBACK and \
+                self.rq_state == RecvState.FALLBACK and not self._probe_inflight
+
     def modify(self, state: QPState, **attrs) -> None:
         """Apply to the default QP, record it, and shadow it on the backup QP (best effort:
         the backup is brought up as soon as the peer's backup QP is known in the KV store)."""
@@ -302,7 +328,7 @@ class ShiftQP:
             return
         bring_up(self._qp["b"], peer, **self._rts_attrs())
         self._post_ctrl_recv("b")
-        self._backup_ready = True
+        self._backup_ready = self._backup_fresh = True
 
     def _rts_attrs(self) -> dict:
         rts = self._attrs.get(QPState.RTS, {})
@@ -457,8 +483,11 @@ class ShiftQP:
                 self._start_switch_back(now)
             else:
                 self._reset_default(now)
-        elif wc.wr_id == _WR_FENCE and wc.status == WCStatus.SUCCESS:
-            self._qp["d"].ring_doorbell(self._notify_index + 1)
+        elif wc.wr_id == _WR_FENCE:
+            if wc.status == WCStatus.SUCCESS:
+                self._qp["d"].ring_doorbell(self._notify_index + 1)
+            else:
+                self._surface(wc, "backup QP failed during switch-back")
         elif wc.wr_id == _WR_NOTIFY and self.sq_state == SendState.WAIT_DRAINED:
             if wc.status == WCStatus.SUCCESS:
                 self._qp["d"].ring_doorbell()
@@ -467,7 +496,7 @@ class ShiftQP:
                 self._event = None
                 self._maybe_rearm_backup()
             else:
-                self._surface(wc, "switch-back notification failed")
+                self._surface(wc, "fault on the default path during switch-back (not masked)")
 
     # ------------------------------------------------------------------ failover
     def _outstanding_sends(self) -> list[SendWR]:
@@ -493,16 +522,20 @@ class ShiftQP:
         if not self._backup_ready:
             self._surface(self._fail_wc, "backup QP not ready")
             return
+        if not self._backup_fresh:
+            self._surface(self._fail_wc, "default path failed again before the backup QP was "
+                                         "re-armed (not masked)")
+            return
+        self._backup_fresh = False
         self._event = {"event": "failover", "qp": self.qp_num, "t_error": now,
                        "role": "initiator" if peer_recvs is None else "responder"}
         self.events.append(self._event)
-        recvs = [d.read_recv_wqe(i) for i in range(self._rq_done["d"], d.rq_pi)
-                 if i not in self._internal_rq["d"]]
+        recvs = self._outstanding_recvs()  # in S1 the application receives on the default QP
         # reset the default QP now (its ring has been read): both peers then reset before either
         # probes, so their PSNs agree when the default path comes back
         self._reset_default(now)
         # outstanding RECVs move to the backup QP before the peer may send there
-        self._post_recv_backup([r for r in recvs if r is not None])
+        self._post_recv_backup(recvs)
         self.rq_state = RecvState.FALLBACK
         tag = _HELLO if peer_recvs is None else _ACK
         self._qp["b"].post_send(SendWR(_WR_HANDSHAKE, Opcode.RDMA_WRITE_WITH_IMM,
@@ -546,6 +579,7 @@ class ShiftQP:
             outstanding = [wr for _, wr in self._qp["b"].send_queue() if wr.wr_id >= 0]
         if outstanding and outstanding[0].wr_id == wc.wr_id:
             outstanding = outstanding[1:]
+        recvs = self._outstanding_recvs()
         self.sq_state = SendState.FAILED
         self.events.append({"event": "error", "qp": self.qp_num, "t_error": time.monotonic(),
                             "reason": reason})
@@ -553,10 +587,22 @@ class ShiftQP:
         for wr in outstanding + self._held:
             self.send_cq._q.append(WC(wr.wr_id, WCStatus.WR_FLUSH_ERR, _WC_OPCODE[wr.opcode],
                                       self.qp_num))
+        for wr in recvs:
+            self.recv_cq._q.append(WC(wr.wr_id, WCStatus.WR_FLUSH_ERR, WCOpcode.RECV,
+                                      self.qp_num))
         self._held = []
         for q in self._qp.values():
             if q.state != QPState.ERR:
                 q.modify(QPState.ERR)
+        self.ep.fabric.kick()
+
+    def _outstanding_recvs(self) -> list[RecvWR]:
+        """Application RECVs posted and not yet consumed, on the receive queue in use."""
+        which = "d" if self.rq_state == RecvState.DEFAULT else "b"
+        qp = self._qp[which]
+        wrs = [qp.read_recv_wqe(i) for i in range(self._rq_done[which], qp.rq_pi)
+               if i not in self._internal_rq[which]]
+        return [wr for wr in wrs if wr is not None]
 
     # ------------------------------------------------------------------ recovery
     def _reset_default(self, now: float) -> None:

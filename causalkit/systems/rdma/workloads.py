@@ -176,6 +176,12 @@ class SimpleSender:
                 raise TransportError(f"timed out waiting for CTS of step {s}")
             if self.abort is not None and self.abort.is_set():
                 raise TransportError(f"aborted while waiting for CTS of step {s}")
+            # every earlier send completion has been consumed, so anything here is an error
+            # (e.g. the QP surfaced a failure): give up now rather than at the timeout
+            early = self.scq.poll(1)
+            if early:
+                raise TransportError(f"while waiting for CTS of step {s}: completion with "
+                                     f"status {early[0].status.name}")
             time.sleep(2e-4)
         addr, rkey, slot_bytes = remote
         if sge.length > slot_bytes:

@@ -1,4 +1,4 @@
-"""Kernel-event compression: log-duration clustering at density valleys, (count, p50, p99) each.
+"""Kernel-event compression: log-duration clustering at density valleys, a quantile sketch each.
 
 For every (rank, kernel, stream) in a window the durations d are log-transformed, x = ln d, and a
 Gaussian kernel density with Scott's bandwidth
@@ -8,15 +8,18 @@ Gaussian kernel density with Scott's bandwidth
 is evaluated on a 256-point grid over [min x - pad, max x + pad], pad = max(0.05 (max - min), 0.05).
 The sorted sample is split at local minima ("valleys") of the density, keeping a valley only if at
 least ``min_samples_per_side`` samples lie on each side and it is at least ``min_log_gap`` (log
-units) from the previous boundary. Each cluster keeps (count, p50, p99, ln min, ln max), 20 bytes.
+units) from the previous boundary. Each cluster keeps its count and a small quantile sketch:
+ln Q(u) at the fixed levels :data:`LEVELS` (min, p50, p99 and max among them), or all its order
+statistics when it has no more samples than levels. One log-normal per cluster fitted to
+(p50, p99) does not reproduce the tail of heavy-tailed CPU op times; the sketch does.
 
-Decompression treats cluster k as a log-normal with mu_k = ln p50_k and
-sigma_k = (ln p99_k - ln p50_k) / 2.326 (2.326 = z_0.99), clamped to the cluster's bounds
-(log-linear from p99 to the max above the 99th percentile). The clusters are disjoint, ordered
-intervals holding count_k samples each, so the kernel's quantile function is their
-concatenation: position h = (n - 1) q of the sorted sample falls in one cluster (answered by
-its quantile at (h - offset_k) / (count_k - 1)) or between two (linear interpolation across the
-gap). The CDF used for distances is the inverse of that quantile function.
+Decompression answers a cluster's quantile at within-cluster position u by monotone (PCHIP)
+interpolation of ln Q(u) between the stored levels (exact linear interpolation for clusters that
+kept every order statistic). The clusters are disjoint, ordered intervals holding count_k samples
+each, so the kernel's quantile function is their concatenation: position h = (n - 1) q of the
+sorted sample falls in one cluster (answered at u = (h - offset_k) / (count_k - 1)) or between
+two (linear interpolation across the gap, exact). The CDF used for distances is the inverse of
+that quantile function.
 
 Reference: Zhou et al. (2026), "ARGUS: Production-Scale Tracing and Performance Diagnosis for over
 10,000-GPU Clusters", arXiv 2606.20374, section 5 (KDE compression); constants follow the public
@@ -51,31 +54,87 @@ __all__ = [
 
 _Z99 = float(ndtri(0.99))
 _HIST_BINS = 2048
-_MAGIC = b"AKS1"
+_MAGIC = b"AKS2"
 _HEADER = struct.Struct("<4sqqQI")      # magic, window_id, step, raw_bytes, n_groups
 _GROUP = struct.Struct("<IHBH")         # rank, len(kernel), len(stream), n_clusters
-_CLUSTER = struct.Struct("<Iffff")      # count, p50, p99, log_lo, log_hi  (20 bytes)
+_CLUSTER = struct.Struct("<Iff")        # count, ln min, ln max (12 bytes) + uint16 knots
+_CODE_MAX = 65535
 _EVENT_COLUMNS = ("name", "stream", "rank", "step", "start_ns", "duration_ns")
+#: Within-cluster quantile levels of the sketch (clusters with more samples than levels).
+LEVELS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45,
+          0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.925, 0.95, 0.96, 0.97, 0.98, 0.985,
+          0.99, 0.995, 1.0)
+_LEVELS = np.asarray(LEVELS)
+
+
+def _levels(count: int) -> np.ndarray:
+    """Quantile levels a cluster of ``count`` samples keeps: :data:`LEVELS`, or every order
+    statistic (positions i / (count - 1)) when there are no more samples than levels."""
+    if count > _LEVELS.size:
+        return _LEVELS
+    return np.linspace(0.0, 1.0, count) if count > 1 else np.zeros(1)
+
+
+def _to_codes(log_lo: float, log_hi: float, inner) -> np.ndarray:
+    """Inner log-quantiles as uint16 fractions of [log_lo, log_hi] (rounding is monotone)."""
+    span = log_hi - log_lo
+    if span <= 0:
+        return np.zeros(len(inner), dtype=np.uint16)
+    frac = np.clip((np.asarray(inner, dtype=float) - log_lo) / span, 0.0, 1.0)
+    return np.rint(frac * _CODE_MAX).astype(np.uint16)
+
+
+def _from_codes(log_lo: float, log_hi: float, codes) -> tuple[float, ...]:
+    return tuple(float(log_lo + (log_hi - log_lo) * c / _CODE_MAX) for c in codes)
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterStats:
-    """One duration mode of a kernel: sample count, median, 99th percentile and log bounds."""
+    """One duration mode of a kernel: its sample count and a quantile sketch.
+
+    ``log_q`` holds ln of the cluster's quantiles (numpy's linear-interpolation convention, on
+    the durations) at the levels :func:`_levels` gives for ``count``: the fixed
+    :data:`LEVELS` (33 levels from min to max, denser in both tails), or every order
+    statistic of a cluster with at most ``len(LEVELS)`` samples. On the wire the min and max are
+    float32 and the inner values uint16 fractions of [min, max] in log space (at most
+    ``(ln max - ln min) / 131070`` off), 12 + 2 (k - 2) bytes for k levels.
+    """
 
     count: int
-    p50: float
-    p99: float
-    log_lo: float
-    log_hi: float
+    log_q: tuple[float, ...]
+
+    @property
+    def levels(self) -> np.ndarray:
+        return _levels(self.count)
+
+    @property
+    def log_lo(self) -> float:
+        """ln of the cluster's shortest duration."""
+        return self.log_q[0]
+
+    @property
+    def log_hi(self) -> float:
+        """ln of the cluster's longest duration."""
+        return self.log_q[-1]
+
+    @property
+    def p50(self) -> float:
+        """Median duration of the cluster."""
+        return float(_within(self, np.array([0.5]))[0])
+
+    @property
+    def p99(self) -> float:
+        """99th percentile of the cluster's durations."""
+        return float(_within(self, np.array([0.99]))[0])
 
     @property
     def mu(self) -> float:
-        """Log-normal location, ln p50."""
+        """Log-normal location of the cluster, ln p50 (used to calibrate simulated streams)."""
         return float(np.log(self.p50))
 
     @property
     def sigma(self) -> float:
-        """Log-normal scale, (ln p99 - ln p50) / z_0.99."""
+        """Log-normal scale of the cluster, (ln p99 - ln p50) / z_0.99."""
         return float(max(np.log(self.p99) - np.log(self.p50), 0.0) / _Z99)
 
 
@@ -109,14 +168,16 @@ class KernelSummary:
     step: int = 0
 
     def to_bytes(self) -> bytes:
-        """Binary wire format: header, groups (name, stream, 20 B per cluster), CRC-32."""
+        """Binary wire format: header, groups (name, stream, clusters), CRC-32."""
         parts = [_HEADER.pack(_MAGIC, self.window_id, self.step, self.raw_bytes, len(self.groups))]
         for g in self.groups:
             name, stream = g.kernel.encode(), g.stream.encode()
             parts.append(_GROUP.pack(g.rank, len(name), len(stream), len(g.clusters)))
             parts.append(name + stream)
-            parts.extend(_CLUSTER.pack(c.count, c.p50, c.p99, c.log_lo, c.log_hi)
-                         for c in g.clusters)
+            for c in g.clusters:
+                parts.append(_CLUSTER.pack(c.count, c.log_lo, c.log_hi))
+                parts.append(_to_codes(c.log_lo, c.log_hi, c.log_q[1:-1]).astype("<u2")
+                             .tobytes())
         body = b"".join(parts)
         return body + struct.pack("<I", zlib.crc32(body))
 
@@ -142,11 +203,21 @@ class KernelSummary:
                 name = body[pos:pos + n_name].decode()
                 stream = body[pos + n_name:pos + n_name + n_stream].decode()
                 pos += n_name + n_stream
-                clusters = tuple(ClusterStats(*_CLUSTER.unpack_from(body, pos + i * _CLUSTER.size))
-                                 for i in range(n_clusters))
-                pos += n_clusters * _CLUSTER.size
+                clusters = []
+                for _ in range(n_clusters):
+                    count, log_lo, log_hi = _CLUSTER.unpack_from(body, pos)
+                    n_inner = max(_levels(count).size - 2, 0)
+                    pos += _CLUSTER.size
+                    if count == 0 or log_hi < log_lo or pos + 2 * n_inner > len(body):
+                        raise struct.error("bad cluster record")
+                    codes = np.frombuffer(body, dtype="<u2", count=n_inner, offset=pos)
+                    pos += 2 * n_inner
+                    log_q = (log_lo,) if count == 1 else \
+                        (log_lo, *_from_codes(log_lo, log_hi, codes), log_hi)
+                    clusters.append(ClusterStats(count, log_q))
+                clusters = tuple(clusters)
                 groups.append(KernelGroupSummary(name, stream, rank, clusters))
-        except (struct.error, UnicodeDecodeError) as exc:
+        except (struct.error, UnicodeDecodeError, ValueError) as exc:
             raise TraceFileError(f"kernel summary corrupt: {exc}") from exc
         if pos != len(body):
             raise TraceFileError("kernel summary corrupt: trailing bytes")
@@ -222,24 +293,26 @@ def cluster_durations(durations, *, grid_size: int = 256, min_samples_per_side: 
             if pos - prev_pos >= m and n - pos >= m and v - previous >= min_log_gap:
                 cuts.append(pos)
                 previous, prev_pos = v, pos
-    clusters = []
-    for seg in np.split(x, cuts):
-        p50, p99 = _sorted_quantiles(np.exp(seg), (0.5, 0.99))
-        clusters.append(ClusterStats(int(seg.size), float(p50), float(p99), float(seg[0]),
-                                     float(seg[-1])))
-    return tuple(clusters)
+    return tuple(_sketch(seg) for seg in np.split(x, cuts))
 
 
-def _sorted_quantiles(s: np.ndarray, qs) -> list[float]:
+def _sketch(seg: np.ndarray) -> ClusterStats:
+    """Cluster of sorted log-durations ``seg`` -> count and ln quantiles at its levels, already
+    rounded as the wire format stores them (so a serialised summary reads back identically)."""
+    lo, hi = float(np.float32(seg[0])), float(np.float32(seg[-1]))
+    if seg.size == 1:
+        return ClusterStats(1, (lo,))
+    inner = np.log(_sorted_quantiles(np.exp(seg), _levels(seg.size)[1:-1]))
+    return ClusterStats(int(seg.size), (lo, *_from_codes(lo, hi, _to_codes(lo, hi, inner)), hi))
+
+
+def _sorted_quantiles(s: np.ndarray, qs) -> np.ndarray:
     """Linear-interpolation quantiles (numpy's default) of an already sorted array (the
     durations themselves, not their logs, so a cluster's p50/p99 are the usual ones)."""
-    out = []
-    for q in qs:
-        h = (s.size - 1) * q
-        lo = int(np.floor(h))
-        hi = min(lo + 1, s.size - 1)
-        out.append(s[lo] + (h - lo) * (s[hi] - s[lo]))
-    return out
+    h = (s.size - 1) * np.asarray(qs, dtype=float)
+    lo = np.floor(h).astype(int)
+    hi = np.minimum(lo + 1, s.size - 1)
+    return s[lo] + (h - lo) * (s[hi] - s[lo])
 
 
 def events_frame(events) -> pd.DataFrame:
@@ -308,16 +381,27 @@ _U_GRID = np.linspace(0.0, 1.0, 4097)
 
 
 def _within(c: ClusterStats, u: np.ndarray) -> np.ndarray:
-    """Quantile of one cluster at within-cluster position u in [0, 1] (u = 0: min, 0.5: p50,
-    0.99: p99, 1: max): log-normal (mu, sigma) clamped to [min, max] up to 0.99, then log-linear
-    from p99 to the max."""
-    lo, hi = np.exp(c.log_lo), np.exp(c.log_hi)
+    """Quantile of one cluster at within-cluster position u in [0, 1] (0: min, 1: max).
+
+    A cluster that kept every order statistic is answered exactly: linear interpolation of the
+    durations between consecutive order statistics (numpy's convention). A sketched cluster
+    interpolates ln Q(u) between its levels with a monotone piecewise-cubic Hermite
+    interpolant (PCHIP, Fritsch and Carlson 1980), so the reconstruction is non-decreasing, hits
+    every stored quantile exactly and stays inside [min, max].
+    """
     if c.count == 1:
-        return np.full(u.shape, c.p50)
-    with np.errstate(over="ignore"):
-        body = np.exp(c.mu + c.sigma * ndtri(np.clip(u, 1e-12, 0.99)))
-    top = np.log(c.p99) + (u - 0.99) / 0.01 * (c.log_hi - np.log(c.p99))
-    return np.clip(np.where(u <= 0.99, body, np.exp(top)), lo, hi)
+        return np.full(np.shape(u), np.exp(c.log_lo))
+    levels, log_q = c.levels, np.asarray(c.log_q)
+    if c.count <= _LEVELS.size:
+        return np.interp(u, levels, np.exp(log_q))
+    return np.exp(_pchip(levels, log_q, u))
+
+
+def _pchip(x: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Monotone cubic interpolation of the knots (x, y) at t (``scipy``'s PCHIP)."""
+    from scipy.interpolate import PchipInterpolator
+
+    return np.clip(PchipInterpolator(x, y)(np.clip(t, x[0], x[-1])), y[0], y[-1])
 
 
 def quantile(group: KernelGroupSummary, q) -> np.ndarray:
@@ -344,7 +428,7 @@ def quantile(group: KernelGroupSummary, q) -> np.ndarray:
         pos = h[sel] - offsets[j]
         inside = pos <= c.count - 1
         u = np.where(inside, pos / max(c.count - 1, 1), 1.0)
-        value = _within(c, u) if c.count > 1 else np.full(u.size, c.p50)
+        value = _within(c, u)
         if j + 1 < len(group.clusters):
             frac = np.clip(pos - (c.count - 1), 0.0, 1.0)
             gap = np.exp(c.log_hi) + frac * (np.exp(group.clusters[j + 1].log_lo)
