@@ -33,7 +33,8 @@ _NUMERIC_COLUMNS = [c for c in _BASE_COLUMNS if c not in ("estimator", "error", 
 _BACKENDS = ("loky", "dask")
 
 
-def _row(name: str, output, truth: float, alpha: float, seconds: float) -> dict:
+def _row(name: str, output, truth: float, alpha: float, seconds: float,
+         n_warnings: int = 0) -> dict:
     row = dict.fromkeys(_BASE_COLUMNS[2:], np.nan)
     row.update(estimator=name, truth=truth, seconds=seconds, error="", details="{}")
     if isinstance(output, Estimate):
@@ -50,6 +51,7 @@ def _row(name: str, output, truth: float, alpha: float, seconds: float) -> dict:
         details = {}
     if np.isfinite(row["ci_lower"]) and np.isfinite(row["ci_upper"]):
         row["covered"] = float(row["ci_lower"] <= truth <= row["ci_upper"])
+    details["n_warnings"] = n_warnings
     row["details"] = json.dumps({k: float(v) for k, v in details.items()}, sort_keys=True)
     return row
 
@@ -68,13 +70,10 @@ def _run_replication(design: Callable, estimators: Mapping, seed: int, rep: int,
             warnings.simplefilter("always")
             try:
                 output = fn(data)
-                row = _row(name, output, truth, alpha, time.perf_counter() - start)
+                row = _row(name, output, truth, alpha, time.perf_counter() - start, len(caught))
             except (ValueError, ArithmeticError, np.linalg.LinAlgError, RuntimeError) as exc:
-                row = _row(name, np.nan, truth, alpha, time.perf_counter() - start)
+                row = _row(name, np.nan, truth, alpha, time.perf_counter() - start, len(caught))
                 row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-        details = json.loads(row["details"])
-        details["n_warnings"] = float(len(caught))
-        row["details"] = json.dumps(details, sort_keys=True)
         row["rep"] = rep
         rows.append(row)
     return rows
