@@ -1,12 +1,17 @@
 """ARGUS study: case-study detection, tracing overhead, compression, diagnosis scale.
 
-1. Case studies (real gloo runs on this host; link degradation emulated): for each fault,
+1. Case studies (real gloo runs on this host; link degradation emulated, and as a real
+   tbf-shaped veth link where root, ip and tc work: case ``link_degradation_tbf``): for each fault,
    ``--reps`` seeded runs through :func:`causalkit.simulation.run_study` (incremental CSV,
    resumable): detection (right rank and kind), precision / recall of the named ranks, steps
    and seconds to detect, iteration times, compression ratio of the real profiler windows.
    A fault-free run measures false alarms.
-2. Overhead on step time: off / always-on channels / duty-cycled profiler / always-on profiler.
-3. Compression ratio: real windows (from 1.) and SIMULATED CUPTI-scale rank-steps.
+2. Overhead on step time: always-on channels / duty-cycled profiler / always-on profiler, each
+   paired with untraced blocks; median paired ratio with a bootstrap 95% CI (wall, thread CPU,
+   process CPU).
+3. Compression ratio: real windows (from 1.) and SIMULATED CUPTI-scale rank-steps; p50 / p99
+   round-trip errors per kernel on real windows (a fault-free run with raw windows kept) and on
+   the simulated rank-steps.
 4. Diagnosis time vs number of ranks: SIMULATED traces, 64 to 10,000 ranks.
 
 Usage: python simulations/argus.py [--quick] [--reps N] [--out DIR]
@@ -16,6 +21,7 @@ Outputs (CSV + PNG) go to simulations/results/argus/ (``quick_`` prefix with --q
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -28,23 +34,38 @@ import pandas as pd  # noqa: E402
 from causalkit.simulation import run_study  # noqa: E402
 from causalkit.systems.tracing import (  # noqa: E402
     SyntheticCluster,
+    TraceStore,
     TrainingExperiment,
-    cupti_scale_window,  # noqa: E402
+    cupti_scale_window,
+    read_trace,
+    round_trip_errors,
 )
-from causalkit.systems.tracing.overhead import measure_overhead, summarize_overhead  # noqa: E402
+from causalkit.systems.tracing.netns import link_support  # noqa: E402
+from causalkit.systems.tracing.overhead import (  # noqa: E402
+    measure_overhead,
+    paired_ratios,
+    summarize_overhead,
+)
 
-CASES = [("compute_straggler", 2), ("masked_straggler", 2), ("jit_stall", 2),
-         ("pipeline_bubble", 2), ("link_degradation", 4), (None, 2)]
+#: (fault, world size, link mode); the real (tbf) link case runs only where root, ip and tc work.
+CASES = [("compute_straggler", 2, "emulated"), ("masked_straggler", 2, "emulated"),
+         ("jit_stall", 2, "emulated"), ("pipeline_bubble", 2, "emulated"),
+         ("link_degradation", 4, "emulated"), ("link_degradation", 4, "tbf"),
+         (None, 2, "emulated")]
 _NUMERIC = ["precision", "recall", "steps_to_detect", "time_to_detect_s", "diagnose_s", "wall_s",
             "step_ms_before", "step_ms_after", "compression_ratio", "n_windows", "dropped",
             "tracer_errors", "culprit_rank"]
 
 
-def _case_study(fault, world_size, reps, out: Path, steps: int) -> pd.DataFrame:
+def _case_name(fault, link_mode) -> str:
+    return (fault or "none") + ("_tbf" if link_mode == "tbf" else "")
+
+
+def _case_study(fault, world_size, link_mode, reps, out: Path, steps: int) -> pd.DataFrame:
     def design(rng):
         seed = int(rng.integers(2 ** 31 - 1))
         row, _ = TrainingExperiment(fault=fault, world_size=world_size, steps=steps,
-                                    seed=seed).run_once()
+                                    link_mode=link_mode, seed=seed).run_once()
         return {"truth": 0.0 if fault is None else 1.0, "row": row}
 
     def argus(data):
@@ -54,8 +75,8 @@ def _case_study(fault, world_size, reps, out: Path, steps: int) -> pd.DataFrame:
         out.update({k: float(row[k]) for k in _NUMERIC})
         return out
 
-    name = fault or "none"
-    seed = 2026 + [f for f, _ in CASES].index(fault)
+    name = _case_name(fault, link_mode)
+    seed = 2026 + [_case_name(f, m) for f, _, m in CASES].index(name)
     res = run_study(design, {"argus": argus}, reps=reps, seed=seed,
                     out=out / f"case_{name}.csv", progress=False)
     res.insert(0, "fault", name)
@@ -90,7 +111,7 @@ def _plot_cases(summary: pd.DataFrame, path: Path) -> None:
         axes[0].legend(fontsize=8)
     axes[0].set_ylim(0, 1.05)
     axes[0].set_ylabel("detected (right rank and kind)")
-    axes[0].set_title("Case studies (real gloo runs; link emulated)")
+    axes[0].set_title("Case studies (real gloo runs; link: emulated, or _tbf real)", fontsize=10)
     axes[1].bar(faults["fault"], faults["median_time_to_detect_s"], color="tab:green")
     axes[1].set_ylabel("median time to detect (s)")
     axes[1].set_title("Time from fault onset to a correct diagnosis")
@@ -146,38 +167,87 @@ def main(argv=None) -> None:
 
 
 def _cases_and_compression(cases, reps, raw, out, prefix, quick) -> None:
-    frames = [_case_study(f, ws, reps, raw, 40 if quick else 48) for f, ws in cases]
+    real_link, why = link_support()
+    if not real_link:
+        print(f"real-link case skipped: {why}")
+    frames = [_case_study(f, ws, mode, reps, raw, 40 if quick else 48) for f, ws, mode in cases
+              if mode != "tbf" or real_link]
     cases_frame = pd.concat(frames, ignore_index=True)
     summary = _summarize_cases(cases_frame)
     summary.to_csv(out / f"{prefix}cases.csv", index=False)
     _plot_cases(summary, out / f"{prefix}cases.png")
     print(summary.round(3).to_string(index=False))
+    errors = _real_round_trip(40 if quick else 48)
+    errors.to_csv(out / f"{prefix}compression_real_kernels.csv", index=False)
     comp = [{"source": "real profiler windows (case studies)", "n_events": np.nan,
-             "ratio": float(cases_frame["compression_ratio"].median()), "simulated": False}]
+             "ratio": float(cases_frame["compression_ratio"].median()), "simulated": False},
+            {"source": "real profiler windows (fault-free run, raw kept)",
+             "n_events": float(errors["n"].sum()), "ratio": np.nan,
+             "p50_err_median": float(errors["p50_err"].median()),
+             "p50_err_max": float(errors["p50_err"].max()),
+             "p99_err_median": float(errors["p99_err"].median()),
+             "p99_err_max": float(errors["p99_err"].max()), "simulated": False}]
     for n in ((10_000,) if quick else (10_000, 100_000, 1_000_000)):
         r = cupti_scale_window(n, seed=0)
         comp.append({"source": "CUPTI-scale rank-step (simulated)", "n_events": n,
                      "raw_bytes": r["raw_bytes"], "summary_bytes": r["summary_bytes"],
-                     "ratio": r["ratio"], "simulated": True})
+                     "ratio": r["ratio"], "p50_err_max": r["p50_err_max"],
+                     "p99_err_max": r["p99_err_max"], "simulated": True})
     comp = pd.DataFrame(comp)
     comp.to_csv(out / f"{prefix}compression.csv", index=False)
     print(comp.round(1).to_string(index=False))
 
 
+def _real_round_trip(steps: int) -> pd.DataFrame:
+    """p50 / p99 round-trip errors per kernel group and profiler window of a fault-free real
+    run whose raw windows are kept (groups with at least 20 executions)."""
+    with tempfile.TemporaryDirectory(prefix="argus-raw-") as tmp:
+        exp = TrainingExperiment(world_size=2, steps=steps, out_dir=tmp, keep_raw_windows=True,
+                                 seed=0)
+        exp.run_once()
+        run = next(Path(tmp).iterdir())
+        summaries = {(s.groups[0].rank, s.window_id): s
+                     for s in TraceStore(run / "traces").kernel_summaries() if s.groups}
+        frames = []
+        for (rank, window), summary in sorted(summaries.items()):
+            events, _ = read_trace(run / "raw" / f"rank{rank}_window{window}.json.gz")
+            frames.append(round_trip_errors(events, summary).assign(window=window))
+    return pd.concat(frames, ignore_index=True)
+
+
 def _overhead(out, prefix, quick) -> None:
-    times = measure_overhead(rounds=1 if quick else 8, block_steps=10 if quick else 50)
-    overhead = summarize_overhead(times).reset_index()
+    blocks = measure_overhead(rounds=3 if quick else 40, block_steps=10 if quick else 20)
+    blocks.to_csv(out / f"{prefix}overhead_blocks.csv", index=False)
+    overhead = summarize_overhead(blocks).reset_index()
     overhead.to_csv(out / f"{prefix}overhead.csv", index=False)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.bar(overhead["config"], overhead["cpu_overhead_pct"], label="CPU time", alpha=0.8,
-           yerr=[overhead["cpu_overhead_pct"] - overhead["cpu_overhead_pct_min"],
-                 overhead["cpu_overhead_pct_max"] - overhead["cpu_overhead_pct"]], capsize=3)
-    ax.bar(overhead["config"], overhead["wall_overhead_pct"], label="wall time", alpha=0.5)
-    ax.axhline(2, color="k", ls=":", label="2%")
-    ax.set_ylabel("overhead vs untraced (%)")
-    ax.set_yscale("symlog", linthresh=5)
-    ax.set_title("Tracing overhead on step time (loaded 2-core host)")
-    ax.legend(fontsize=8)
+    traced = overhead[overhead["config"] != "off"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 1.3]})
+    labels = {"wall": "wall time", "thread_cpu": "training-thread CPU",
+              "process_cpu": "process CPU (all threads)"}
+    x = np.arange(len(traced))
+    for i, (label, name) in enumerate(labels.items()):
+        est = traced[f"{label}_pct"].to_numpy()
+        err = [est - traced[f"{label}_ci_lo"].to_numpy(), traced[f"{label}_ci_hi"].to_numpy() - est]
+        axes[0].errorbar(x + (i - 1) * 0.2, est, yerr=err, fmt="o", capsize=3, label=name)
+    axes[0].axhline(2, color="k", ls=":", label="2% target")
+    axes[0].axhline(0, color="0.6", lw=0.8)
+    axes[0].set_xticks(x, traced["config"], fontsize=8)
+    axes[0].set_yscale("symlog", linthresh=5)
+    axes[0].set_ylabel("overhead vs untraced (%)")
+    axes[0].set_title("Median paired overhead, bootstrap 95% CI")
+    axes[0].legend(fontsize=7)
+    if "always_on" in set(traced["config"]):
+        for label, metric in (("wall", "ms"), ("thread CPU", "thread_ms"),
+                              ("process CPU", "cpu_ms")):
+            r = 100 * (paired_ratios(blocks, metric)["always_on"].dropna() - 1)
+            axes[1].plot(r.index, r.to_numpy(), "o-", ms=3, lw=0.8, label=label)
+        axes[1].axhline(2, color="k", ls=":")
+        axes[1].axhline(0, color="0.6", lw=0.8)
+        axes[1].set_xlabel("round")
+        axes[1].set_ylabel("always-on overhead in the pair (%)")
+        axes[1].set_title("Always-on channels: paired ratio per round")
+        axes[1].legend(fontsize=7)
+    fig.suptitle("Tracing overhead on step time (shared 2-core host)", fontsize=10)
     fig.tight_layout()
     fig.savefig(out / f"{prefix}overhead.png", dpi=120)
     plt.close(fig)

@@ -58,25 +58,46 @@ def test_deterministic_with_random_state(sample):
     assert len(first.training_history_) == 3
 
 
-def test_balancing_penalty_reduces_imbalance(sample):
-    """With a large weight the representation of drop-outs and stayers is pulled together."""
+def _stage_representation(sample, k, **params):
+    """Fit the stage-``k`` network on ``sample`` and return its representation of the units at
+    risk and the responder mask."""
     from causalkit.longterm._data import check_monotone_data
     data = check_monotone_data(*_args(sample))
-    k = 2
     rows = data.at_risk(k)
     H, a = data.history(k, rows), data.a[rows]
     labeled = data.responders(k)[rows]
     y = np.where(labeled, data.Z[rows, k], np.nan)
+    fitted = BalanceNet(random_state=0, **{**SMALL, "max_epochs": 60, **params}).fit_stage(
+        H, a, y, labeled)
+    x = torch.as_tensor((H - fitted.mean) / fitted.scale, dtype=torch.float32)
+    with torch.no_grad():
+        rep = fitted.net.phi(x)
+    return rep, torch.as_tensor(labeled)
+
+
+@pytest.mark.parametrize("kind, power", [("mmd_linear", 2), ("mmd_rbf", 0), ("wasserstein", 1)])
+def test_balancing_penalty_reduces_imbalance(sample, kind, power):
+    """With a large weight the representation of drop-outs and stayers is pulled together,
+    also relative to its spread (linear MMD scales with the squared spread, the Wasserstein
+    cost with the spread, the RBF-MMD with its median bandwidth is scale free)."""
     gaps = []
     for alpha in (0.0, 10.0):
-        fitted = BalanceNet(alpha=alpha, alpha_treat=0.0, random_state=0,
-                            **{**SMALL, "max_epochs": 60}).fit_stage(H, a, y, labeled)
-        x = torch.as_tensor((H - fitted.mean) / fitted.scale, dtype=torch.float32)
-        with torch.no_grad():
-            rep = fitted.net.phi(x)
-        lab = torch.as_tensor(labeled)
-        gaps.append(float(ipm(rep[lab], rep[~lab])) / float(rep.var(0).sum()))
+        rep, lab = _stage_representation(sample, 2, alpha=alpha, alpha_treat=0.0, ipm=kind)
+        spread = float(rep.var(0).sum()) ** 0.5
+        gaps.append(float(ipm(rep[lab], rep[~lab], kind)) / spread ** power)
     assert gaps[1] < gaps[0]
+
+
+def test_wasserstein_penalty_contracts_representation(sample):
+    """The Wasserstein cost is linear in the scale of the representation, so its penalty also
+    shrinks the representation as a whole: the mechanism that the random-group placebo of
+    ``simulations/longterm_networks_paired.py`` isolates."""
+    spreads = []
+    for alpha in (0.0, 1.0):
+        rep, _ = _stage_representation(sample, 0, alpha=alpha, alpha_treat=0.0,
+                                       ipm="wasserstein")
+        spreads.append(float(rep.var(0).sum()))
+    assert spreads[1] < 0.5 * spreads[0]
 
 
 def test_devices(sample):
@@ -102,7 +123,8 @@ def test_plugs_into_other_estimators(sample):
     net = BalanceNet(random_state=1, **SMALL)
     for est in (SequentialRegression(outcome_model=net), SeqMSM(outcome_model=net),
                 MonotoneAIPW(outcome_model=net, cv=2, random_state=0)):
-        res = est.fit(*_args(sample)).estimate()
+        # influence-function SE: SeqMSM's default bootstrap would refit the networks 200 times
+        res = est.fit(*_args(sample)).estimate(inference="influence")
         assert np.isfinite(res.value) and res.std_error > 0
     # the chain of SequentialRegression with BalanceNet stages is BalanceNet itself
     alone = BalanceNet(random_state=1, **SMALL).fit(*_args(sample))

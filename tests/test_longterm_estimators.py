@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import statsmodels.api as sm
 from sklearn.base import clone
+from sklearn.dummy import DummyRegressor
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
@@ -18,6 +19,7 @@ from causalkit.longterm import (
     SequentialIPW,
     SequentialRegression,
 )
+from causalkit.longterm._scores import combine_aipw
 
 ALL = [SequentialIPW, SequentialRegression, SeqMSM, MonotoneAIPW, CompleteCase, NaiveIPW]
 
@@ -65,7 +67,10 @@ def test_no_dropout_ipw_is_standard_ipw(full):
         pytest.approx(hajek, abs=1e-10)
 
 
-def test_single_stage_aipw_is_standard_missing_outcome_aipw(dropout):
+@pytest.mark.parametrize("normalize", [False, True])
+def test_single_stage_aipw_is_standard_missing_outcome_aipw(dropout, normalize):
+    """T = 1: the plain form is the textbook AIPW for a missing-at-random outcome, the ratio form
+    replaces the weighted mean residual by its Hajek version ``sum w res / sum w``."""
     X, a, _, y = _args(dropout)
     y = y.copy()
     r = (np.isfinite(y)).astype(int)
@@ -78,11 +83,44 @@ def test_single_stage_aipw_is_standard_missing_outcome_aipw(dropout):
         fit = (r == 1) & (a == arm)
         m = LinearRegression().fit(X[fit], y[fit]).predict(X)
         res = np.where(r == 1, np.nan_to_num(y) - m, 0.0)
-        phi.append(m + (a == arm) * r * res / (e_arm * lam))
-    est = MonotoneAIPW(cv=1).fit(X, a, None, y)
+        w = (a == arm) * r / (e_arm * lam)
+        if normalize:
+            b = np.sum(w * res) / np.sum(w)
+            phi.append(m + b + w * (res - b) / w.mean())
+        else:
+            phi.append(m + w * res)
+    est = MonotoneAIPW(cv=1, normalize=normalize).fit(X, a, None, y)
     assert est.ate_ == pytest.approx(np.mean(phi[1] - phi[0]), abs=1e-10)
     ref = Estimate.from_influence(np.mean(phi[1] - phi[0]), phi[1] - phi[0])
     assert est.estimate().std_error == pytest.approx(ref.std_error, rel=1e-10)
+
+
+def test_ratio_form_is_invariant_to_the_level_of_the_weights():
+    """Scaling every stage weight by a constant (a systematic error in their level) moves the
+    plain AIPW mean by that constant times the weighted residual sum and leaves the ratio form,
+    whose mean is ``mean(m_1) + sum_t sum W D / sum W``, unchanged."""
+    rng = np.random.default_rng(0)
+    n, T = 500, 3
+    m_first = rng.normal(size=(n, 2))
+    responder = rng.random((n, T, 2)) < 0.6
+    W = np.where(responder, rng.exponential(2.0, size=(n, T, 2)), 0.0)
+    D = np.where(responder, rng.normal(0.3, 1.0, size=(n, T, 2)), 0.0)
+    ratio = combine_aipw(m_first, W, D, normalize=True)
+    expected = m_first.mean(axis=0) + np.sum(np.sum(W * D, axis=0) / W.sum(axis=0), axis=0)
+    np.testing.assert_allclose(ratio.mean(axis=0), expected, rtol=1e-12)
+    np.testing.assert_allclose(combine_aipw(m_first, 1.3 * W, D, normalize=True), ratio,
+                               rtol=1e-12)
+    plain = combine_aipw(m_first, W, D).mean(axis=0)
+    np.testing.assert_allclose(combine_aipw(m_first, 1.3 * W, D).mean(axis=0) - plain,
+                               0.3 * np.sum(W * D, axis=(0, 1)) / n, rtol=1e-10)
+
+
+def test_ratio_form_with_a_constant_chain_is_hajek_ipw(dropout):
+    """With a constant outcome chain the stage corrections telescope: the ratio-form AIPW is
+    ``sum W_T Y / sum W_T`` per arm, the Hajek sequential IPW, whatever the constants."""
+    aipw = MonotoneAIPW(outcome_model=DummyRegressor(), normalize=True, cv=1)
+    hajek = SequentialIPW(normalize=True).fit(*_args(dropout))
+    assert aipw.fit(*_args(dropout)).ate_ == pytest.approx(hajek.ate_, abs=1e-10)
 
 
 def test_continuation_probabilities_match_statsmodels_logit(dropout):

@@ -18,7 +18,9 @@ from causalkit.systems.tracing import (
     decompress,
     levels,
     quantile,
+    round_trip_errors,
 )
+from causalkit.systems.tracing.compression import LEVELS
 from causalkit.systems.tracing.tracefile import encode_events, encoded_size
 
 
@@ -66,6 +68,51 @@ def test_round_trip_keeps_p50_p99_within_5_percent(seed):
         back = decompress(g)
         assert back.size == raw.size
         np.testing.assert_allclose(np.quantile(back, [0.5, 0.99]), ref, rtol=0.05)
+
+
+def _clock_steps(rng, n_main, n_tail):
+    """CPU-op durations as the profiler records them: 40-100 ns ops in 10 ns clock steps, plus
+    a few slow calls (first call of a step, GIL taken away) that form a second cluster."""
+    main = 10 * np.round(7 * np.exp(0.45 * rng.standard_normal(n_main)))
+    tail = np.round(1000 * np.exp(0.3 * rng.standard_normal(n_tail)))
+    return np.concatenate([main, tail])
+
+
+@pytest.mark.parametrize(("seed", "n_main", "n_tail"),
+                         [(0, 148, 8), (3, 148, 8), (10, 148, 8), (5, 5000, 300)])
+def test_round_trip_of_durations_in_clock_steps(seed, n_main, n_tail):
+    # the kernel's p50 lies inside the main cluster but not at its own p50 (the tail cluster
+    # shifts it); between two knots at 70 and 80 ns an interpolated value lands between the
+    # clock steps, up to 7 % off, so the kernel's levels must be knots themselves
+    d = _clock_steps(np.random.default_rng(seed), n_main, n_tail)
+    clusters = cluster_durations(d)
+    assert len(clusters) == 2 and clusters[0].count > len(LEVELS)
+    summary = KernelSummary((KernelGroupSummary("aten::resolve_conj", "compute", 0, clusters),))
+    g = KernelSummary.from_bytes(summary.to_bytes()).groups[0]
+    assert g.clusters == clusters and g.samples == d.size
+    np.testing.assert_allclose(quantile(g, [0.5, 0.99]), np.quantile(d, [0.5, 0.99]), rtol=0.05)
+    # every kernel level is a stored value (16-bit log-quantile rounding only)
+    np.testing.assert_allclose(quantile(g, LEVELS), np.quantile(d, LEVELS), rtol=1e-4)
+    # the clusters' own p50 and p99 stay stored values too
+    main = np.sort(d)[:clusters[0].count]
+    assert clusters[0].p50 == pytest.approx(np.median(main), rel=1e-4)
+    assert clusters[0].p99 == pytest.approx(np.quantile(main, 0.99), rel=1e-4)
+
+
+def test_round_trip_errors_match_the_quantiles():
+    rng = np.random.default_rng(7)
+    kernels = {"a": [(400, 2e4, 0.2)], "b": [(300, 3e3, 0.1), (900, 6e4, 0.2)],
+               "rare": [(5, 1e4, 0.1)]}
+    frame = _frame(rng, kernels)
+    summary = compress(frame)
+    errors = round_trip_errors(frame, summary).set_index("kernel")
+    assert list(errors.index) == ["a", "b"] and errors.loc["b", "n"] == 1200   # rare: < 20
+    raw = frame.loc[frame["name"] == "b", "duration_ns"].to_numpy(float)
+    ref, got = np.quantile(raw, 0.99), quantile(summary.group("b"), 0.99)[0]
+    assert errors.loc["b", "p99_err"] == pytest.approx(abs(got / ref - 1))
+    assert (errors[["p50_err", "p99_err"]] < 0.05).all().all()
+    window = cupti_scale_window(10_000, seed=1)
+    assert window["p50_err_max"] < 0.05 and window["p99_err_max"] < 0.05
 
 
 def test_cdf_and_quantile_are_inverse():

@@ -1,9 +1,10 @@
 """Diagnosis statistics on known series, and the levels on SIMULATED cluster-scale traces."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from causalkit.systems.tracing import SyntheticCluster, diagnose, levels
+from causalkit.systems.tracing import MemoryStore, SyntheticCluster, diagnose, levels
 
 
 def test_jitter_windows_find_a_spike():
@@ -34,6 +35,69 @@ def test_robust_excess_flags_only_the_slow_rank(k):
     assert np.flatnonzero(flagged).tolist() == [k - 1]
     with pytest.raises(ValueError, match="two ranks"):
         levels.robust_excess(x[:1])
+
+
+def test_robust_excess_is_not_capped_by_a_mid_window_onset():
+    """A rank that turns 2x slower after 40% of the window, with occasional 10x spikes (as the
+    padded kernels show on a loaded host): onset and spikes hold over half the steps, so the
+    MAD around the median equals the shift D and caps z near sqrt(n) / 2.08 = 3; the noise
+    from successive differences ignores both."""
+    rng = np.random.default_rng(1)
+    x = rng.lognormal(0, 0.1, size=(2, 40))
+    x[1, 16:] *= 2.0
+    x[1, [20, 25, 30, 34, 38]] *= 10.0
+    stats = levels.robust_excess(x)
+    shift = stats["median"][1] - stats["baseline"][1]
+    mad = np.median(np.abs(x[1] - np.median(x[1])))
+    assert mad == pytest.approx(shift, rel=0.2)
+    z_mad = shift / (np.sqrt(1.25) * 1.2533 * 1.4826 * mad / np.sqrt(40))
+    assert z_mad < 3.5 and stats["z"][1] > 10
+    assert stats["noise"][1] < 0.5 * mad
+
+
+def _two_rank_store(opt_ms=(0.5, 0.5), allreduce_ms=(1.0, 1.0), late_ms=0.0, mlp_ms=(1.0, 1.0),
+                    steps=30, seed=0):
+    """Two ranks, phases mlp / allreduce / optimizer per step with log-normal noise; rank 1
+    enters the allreduce ``late_ms`` after rank 0."""
+    rng = np.random.default_rng(seed)
+    iters, phases = [], []
+    for step in range(steps):
+        t0 = step * 50_000_000
+        for rank in (0, 1):
+            noise = rng.lognormal(0, 0.05, 3)
+            mlp, ar, opt = (1e6 * v * n for v, n in zip(
+                (mlp_ms[rank], allreduce_ms[rank], opt_ms[rank]), noise, strict=True))
+            start_ar = t0 + int(mlp) + (int(late_ms * 1e6) if rank == 1 else 0)
+            phases += [(rank, step, "mlp", "dp0", t0, int(mlp), 0),
+                       (rank, step, "allreduce", "dp0", start_ar, int(ar), 4096),
+                       (rank, step, "optimizer", "dp0", start_ar + int(ar), int(opt), 0)]
+            iters.append((rank, step, t0, int(mlp + ar + opt)))
+    return MemoryStore(
+        pd.DataFrame(iters, columns=["rank", "step", "start_ns", "duration_ns"]),
+        pd.DataFrame(phases, columns=["rank", "step", "phase", "grp", "start_ns", "duration_ns",
+                                      "nbytes"]))
+
+
+def test_a_short_phase_too_small_to_delay_the_step_is_not_a_straggler():
+    # rank 0's optimizer is 40% slower but adds 0.2 ms to a ~12 ms step (< 2%)
+    store = _two_rank_store(opt_ms=(0.7, 0.5), mlp_ms=(10.0, 10.0))
+    report = diagnose(store)
+    row = report.phase_table.set_index(["phase", "rank"]).loc[("optimizer", 0)]
+    assert row["rel"] > 0.3 and row["z"] > 2 and not row["flagged"]
+    assert report.culprits == []
+    strict = diagnose(store, phase_impact=0.0)
+    assert [(f.kind, f.rank, f.phase) for f in strict.culprits] == [
+        ("compute_straggler", 0, "optimizer")]
+
+
+def test_long_collective_of_the_straggler_peer_is_a_victim_not_a_network_fault():
+    # rank 1 computes 3 ms longer and arrives late by about that much; rank 0's allreduce is
+    # longer still (a starved transfer), so its measured wait explains under half of it
+    store = _two_rank_store(mlp_ms=(1.0, 4.0), late_ms=0.0, allreduce_ms=(9.0, 1.0))
+    report = diagnose(store)
+    kinds = [(f.kind, f.rank) for f in report.findings if f.level == "phase"]
+    assert ("compute_straggler", 1) in kinds and ("victim", 0) in kinds
+    assert not [f for f in report.culprits if f.category == "communication"]
 
 
 def test_fence_and_block_rules():

@@ -86,7 +86,7 @@ def test_overflow_drops_and_counts(tmp_path):
         for _ in range(20000):
             with tr.phase("forward"):
                 pass
-        assert tr._queue.qsize() <= 8          # bounded: never more than queue_size
+        assert tr._pending <= 8          # bounded: never more than queue_size records waiting
     c = tr.counters
     assert c["dropped"].get("phases", 0) > 0
     assert c["written"].get("phases", 0) + c["written"].get("iterations", 0) \
@@ -163,14 +163,30 @@ def test_overhead_measurement_orders_the_configurations():
     from causalkit.systems.tracing.overhead import (
         channel_costs,
         measure_overhead,
+        paired_ratios,
         summarize_overhead,
     )
 
-    times = measure_overhead(rounds=1, block_steps=5, layers=1,
-                             configs=("off", "always_on", "profiler_always"))
-    assert set(times["config"]) == {"off", "always_on", "profiler_always"}
-    table = summarize_overhead(times)
-    # an always-on profiler costs several times the step; the phase/stack channels do not
-    assert table.loc["profiler_always", "median_cpu_ms"] > 1.5 * table.loc["off", "median_cpu_ms"]
+    blocks = measure_overhead(rounds=2, block_steps=4, layers=1,
+                              configs=("off", "always_on", "profiler_always"))
+    # every traced block has its own untraced partner in the same round
+    assert len(blocks) == 2 * 2 * 2
+    assert (blocks.groupby(["round", "pair"])["config"].apply(sorted).map(tuple).isin(
+        [("always_on", "off"), ("off", "profiler_always")])).all()
+    ratios = paired_ratios(blocks, "cpu_ms")
+    assert list(ratios.columns) == ["always_on", "profiler_always"] and len(ratios) == 2
+    table = summarize_overhead(blocks, n_resamples=200)
+    assert list(table.index) == ["off", "always_on", "profiler_always"]
+    for label in ("wall", "thread_cpu", "process_cpu"):
+        lo, mid, hi = table.loc["profiler_always", [f"{label}_ci_lo", f"{label}_pct",
+                                                     f"{label}_ci_hi"]]
+        assert lo <= mid <= hi
+    # an always-on profiler costs a large multiple of the step; the phase/stack channels do not
+    assert table.loc["profiler_always", "process_cpu_pct"] > 50
+    assert table.loc["profiler_always", "process_cpu_pct"] > table.loc["always_on",
+                                                                        "process_cpu_pct"]
+    assert table.loc["off", "wall_pct"] == 0
+    with pytest.raises(ValueError, match="traced configuration"):
+        measure_overhead(rounds=1, configs=("off",))
     cost = channel_costs(1000)
-    assert 0 < cost["record_us"] < 200 and 0 < cost["stack_us"] < 500
+    assert 0 < cost["inline_us"] <= cost["record_us"] < 200 and 0 < cost["stack_us"] < 500

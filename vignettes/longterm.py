@@ -159,12 +159,18 @@ for name, net in nets.items():
 pd.DataFrame(rows).T.round(3)
 
 # %% [markdown]
-# The simulation study `causalkit simulate longterm-ihdp` repeats this comparison over many
-# replications (results in `simulations/results/longterm/`). There, at 30% drop-out per stage
-# (50 replications, 2 x 32 representation, 1 x 32 heads), balancing did **not** beat the
-# unbalanced networks of the same size: mean sqrt(PEHE) 1.313 with alpha = 1 and 1.261 with
-# alpha = 0.1 against 1.252 unbalanced; the paired differences are +0.061 (MC SE 0.037) and
-# +0.009 (MC SE 0.033), i.e. no gain. A likely reason: the drop-out here is driven by the
-# latest short-term outcome, which is also the strongest predictor of the next stage, so a
-# representation made to look alike for stayers and drop-outs has to blur exactly the input
-# the regression needs; with a linear truth the unbalanced network already extrapolates well.
+# The simulation study `causalkit simulate longterm-ihdp` and the paired comparison
+# `simulations/longterm_networks_paired.py` repeat this over many replications on the same
+# draws (results in `simulations/results/longterm/`; 2 x 32 representation, 1 x 32 heads). At
+# 30% drop-out per stage the linear-MMD penalty did **not** beat the unbalanced network of the
+# same size (difference in sqrt(PEHE) +0.061, MC SE 0.037, at alpha = 1 and +0.009, MC SE
+# 0.033, at 0.1; 50 replications). The Wasserstein penalty at 0.1 did (-0.229, MC SE 0.028, 60
+# replications; -0.241, MC SE 0.026, at 40%),
+# but not through balance: the same penalty between *random* groups of the same sizes did
+# better still (-0.278), and a stronger weight decay on the unbalanced network recovered most
+# of the gain (-0.165). The Wasserstein term grows with the scale of the representation and
+# acts as a regulariser. Balance itself does not help here: the stage regressions are unbiased
+# under sequential missingness, the drop-out is driven by the latest short-term outcome, which
+# is also the strongest predictor of the next stage, and balancing treated against controls
+# after stage 1 removes part of the effect. Check any gain from a balancing penalty against a
+# placebo penalty and a better-regularised unbalanced network.

@@ -16,7 +16,7 @@ from causalkit.longterm._models import (
     default_regressor,
     ess_table,
 )
-from causalkit.longterm._scores import aipw_scores, inverse_weights
+from causalkit.longterm._scores import aipw_components, combine_aipw
 
 __all__ = ["MonotoneAIPW"]
 
@@ -40,6 +40,24 @@ class MonotoneAIPW(MonotoneEstimator):
     ``phi_1 - phi_0`` on ``X`` (Kennedy 2023, *EJS* 17(2)). With ``T = 1`` it is the usual AIPW
     for a missing-at-random outcome.
 
+    With ``normalize=True`` each stage's weighted residual mean is taken in its ratio (Hajek)
+    form, ``sum_i W_it D_it / sum_i W_it`` (see :mod:`causalkit.longterm._scores`), pooled over
+    the folds. Both forms share the influence function and are doubly robust; they differ in
+    finite samples (linear design, n = 1000, ``simulations/results/longterm``):
+
+    * out-of-fold inverse probabilities are too large on average (Jensen's inequality,
+      ``E[1 / lambda_hat] > 1 / lambda``); with a wrong outcome chain the plain form multiplies
+      that excess by the chain's mean residual. With a constant chain at 10% drop-out per stage
+      the bias was +0.026 plain and +0.016 ratio (4.5 and 3.3 Monte Carlo SE, 1,200
+      replications), +0.006 and +0.004 at n = 4000 (O(1/n)); in-sample weights (``cv=1``)
+      remove it;
+    * with heavy-tailed weights (high cumulative drop-out) the ratio form is bounded by the
+      range of the residuals and has a much smaller spread, but its influence-function
+      interval under-covers, while the plain one keeps its nominal coverage (table
+      ``longterm-linear_summary.csv``, rows ``MonotoneAIPW`` and ``MonotoneAIPW
+      (normalized)``). The plain form is therefore the default; with ``normalize=True`` use
+      ``estimate(inference="bootstrap")``.
+
     Parameters
     ----------
     outcome_model : sklearn regressor or stage learner, optional
@@ -48,6 +66,8 @@ class MonotoneAIPW(MonotoneEstimator):
         Default logistic regression (C = 1e4).
     mode : {"impute_missing", "replace_all"}
         Outcome-chain variant (see :class:`SequentialRegression`).
+    normalize : bool
+        Ratio (Hajek) form of the stage corrections, or the plain sum (default).
     cv : int
         Cross-fitting folds (stratified on treatment and complete-case status); ``cv=1`` fits and
         evaluates every nuisance on the full sample.
@@ -65,12 +85,13 @@ class MonotoneAIPW(MonotoneEstimator):
     _method = "Monotone AIPW"
 
     def __init__(self, outcome_model=None, propensity_model=None, selection_model=None,
-                 mode="impute_missing", cv=5, propensity_clip=(0.01, 0.99),
+                 mode="impute_missing", normalize=False, cv=5, propensity_clip=(0.01, 0.99),
                  selection_floor=0.01, cate_model=None, ess_warning=0.1, random_state=None):
         self.outcome_model = outcome_model
         self.propensity_model = propensity_model
         self.selection_model = selection_model
         self.mode = mode
+        self.normalize = normalize
         self.cv = cv
         self.propensity_clip = propensity_clip
         self.selection_floor = selection_floor
@@ -92,23 +113,25 @@ class MonotoneAIPW(MonotoneEstimator):
     def _fit(self, data: MonotoneData, with_influence: bool = True):
         mode = check_mode(self.mode)
         learner = as_stage_learner(self.outcome_model)
-        scores = np.empty((data.n, 2))
-        W = np.full(data.R.shape, np.nan)
+        m_first = np.empty((data.n, 2))
+        W = np.empty((data.n, data.n_stages, 2))
+        D = np.empty_like(W)
         clipped = np.zeros(data.n_stages, dtype=int)
         for train_idx, test_idx in self._folds(data):
             train, test = data.subset(train_idx), data.subset(test_idx)
             models = self._fit_probability_models(train)
             chain = OutcomeChain(learner, mode).fit(train)
             e1, lam, n_clip = self._predict_probabilities(models, test)
-            scores[test_idx] = aipw_scores(test, e1, lam, chain)
-            W[test_idx] = inverse_weights(test, e1, lam)
+            m_first[test_idx], W[test_idx], D[test_idx] = aipw_components(test, e1, lam, chain)
             clipped += n_clip
+        scores = combine_aipw(m_first, W, D, normalize=self.normalize)
         self.mu_ = scores.mean(axis=0)
         self.ate_ = float(self.mu_[1] - self.mu_[0])
         self.influence_ = scores[:, 1] - scores[:, 0]
         if with_influence:
-            self.scores_, self.weights_, self.n_clipped_ = scores, W, clipped
-            self.ess_ = ess_table(data, W, warn_below=self.ess_warning, name=self._method)
+            weights = np.where(data.R == 1, W.sum(axis=2), np.nan)
+            self.scores_, self.weights_, self.n_clipped_ = scores, weights, clipped
+            self.ess_ = ess_table(data, weights, warn_below=self.ess_warning, name=self._method)
             self.cate_model_ = clone(self.cate_model or default_regressor()).fit(
                 data.X, self.influence_)
         return self

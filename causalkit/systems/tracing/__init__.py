@@ -21,6 +21,7 @@ from causalkit.systems.tracing.compression import (
     compression_ratio,
     decompress,
     quantile,
+    round_trip_errors,
 )
 from causalkit.systems.tracing.diagnosis import Finding, Report, diagnose
 from causalkit.systems.tracing.events import (
@@ -40,6 +41,7 @@ __all__ = [
     "Tracer", "TraceStore", "MemoryStore", "TrainingExperiment", "FAULTS",
     "SyntheticCluster", "cupti_scale_window",
     "compress", "decompress", "cdf", "quantile", "cluster_durations", "compression_ratio",
+    "round_trip_errors",
     "ClusterStats", "KernelGroupSummary", "KernelSummary",
     "diagnose", "Report", "Finding",
     "KernelEvent", "PhaseEvent", "StackSnapshot", "IterationSample", "TraceFileError",

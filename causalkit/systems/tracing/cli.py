@@ -11,7 +11,10 @@ _FAULTS = ("none", "compute_straggler", "link_degradation", "pipeline_bubble", "
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fault", choices=_FAULTS, default="compute_straggler",
-                        help="fault to inject (link_degradation is emulated and needs 4 ranks)")
+                        help="fault to inject (link_degradation needs 4 ranks)")
+    parser.add_argument("--link-mode", choices=("emulated", "tbf", "auto"), default="emulated",
+                        help="link_degradation: held collectives, a real tbf-shaped veth link "
+                             "(root, ip, tc), or tbf where available")
     parser.add_argument("--world-size", type=int, default=2, help="rank processes (2-4)")
     parser.add_argument("--steps", type=int, default=48, help="training steps")
     parser.add_argument("--repetitions", type=int, default=1, help="independent runs")
@@ -45,13 +48,18 @@ def run(args) -> int:
             exp = TrainingExperiment(world_size=args.world_size,
                                      fault=None if args.fault == "none" else args.fault,
                                      steps=args.steps, repetitions=args.repetitions,
+                                     link_mode=args.link_mode,
                                      seed=args.seed, out_dir=args.out)
         except ValueError as exc:
             print(f"causalkit systems trace: {exc}", file=sys.stderr)
             return 2
         rows = []
         for rep in range(exp.repetitions):
-            row, report = exp.run_once(rep)
+            try:
+                row, report = exp.run_once(rep)
+            except RuntimeError as exc:
+                print(f"causalkit systems trace: {exc}", file=sys.stderr)
+                return 2
             rows.append(row)
             print(report.summary())
         import pandas as pd
@@ -59,7 +67,7 @@ def run(args) -> int:
         table = pd.DataFrame(rows)
         cols = ["fault", "rep", "detected", "culprit_kind", "culprit_rank", "precision",
                 "recall", "steps_to_detect", "time_to_detect_s", "step_ms_before",
-                "step_ms_after", "compression_ratio", "dropped", "emulated"]
+                "step_ms_after", "compression_ratio", "dropped", "emulated", "link_mode"]
         print(table[cols].to_string(index=False))
         if args.out is not None:
             Path(args.out).mkdir(parents=True, exist_ok=True)

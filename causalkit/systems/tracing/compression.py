@@ -13,6 +13,17 @@ ln Q(u) at the fixed levels :data:`LEVELS` (min, p50, p99 and max among them), o
 statistics when it has no more samples than levels. One log-normal per cluster fitted to
 (p50, p99) does not reproduce the tail of heavy-tailed CPU op times; the sketch does.
 
+A sketched cluster of a kernel with several clusters also keeps the kernel's own quantiles at
+:data:`LEVELS` that fall inside it (:func:`_knot_levels`). Without them the kernel's p50 sits at a
+within-cluster position between two knots and is interpolated, and interpolation is wrong for
+durations measured in clock steps: CPU ops of 40-100 ns come in 10 ns steps, so the quantile
+function is a staircase and a value interpolated between knots at 70 and 80 ns lands between
+the steps, up to a whole step (14 % of 70 ns) off the true quantile. With those knots every
+kernel quantile at :data:`LEVELS` is a stored value (or exact anyway: between two clusters, or
+in a cluster that keeps every order statistic), whatever the ties and however the clusters
+split the sample. The knots' levels follow from the cluster counts, so the wire format does
+not carry them.
+
 Decompression answers a cluster's quantile at within-cluster position u by monotone (PCHIP)
 interpolation of ln Q(u) between the stored levels (exact linear interpolation for clusters that
 kept every order statistic). The clusters are disjoint, ordered intervals holding count_k samples
@@ -49,30 +60,73 @@ __all__ = [
     "cdf",
     "quantile",
     "compression_ratio",
+    "round_trip_errors",
     "events_frame",
 ]
 
 _Z99 = float(ndtri(0.99))
 _HIST_BINS = 2048
-_MAGIC = b"AKS2"
+_MAGIC = b"AKS3"
 _HEADER = struct.Struct("<4sqqQI")      # magic, window_id, step, raw_bytes, n_groups
 _GROUP = struct.Struct("<IHBH")         # rank, len(kernel), len(stream), n_clusters
-_CLUSTER = struct.Struct("<Iff")        # count, ln min, ln max (12 bytes) + uint16 knots
+_CLUSTER = struct.Struct("<Iff")        # count, ln min, ln max (12 bytes); uint16 knots follow
 _CODE_MAX = 65535
 _EVENT_COLUMNS = ("name", "stream", "rank", "step", "start_ns", "duration_ns")
-#: Within-cluster quantile levels of the sketch (clusters with more samples than levels).
+#: Quantile levels of the sketch: within each cluster with more samples than levels, and the
+#: kernel's own levels (:func:`_knot_levels`).
 LEVELS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45,
           0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.925, 0.95, 0.96, 0.97, 0.98, 0.985,
           0.99, 0.995, 1.0)
 _LEVELS = np.asarray(LEVELS)
+_ANCHORS = np.array([0.0, 0.5, 0.99, 1.0])     # a cluster's own min, p50, p99, max
 
 
 def _levels(count: int) -> np.ndarray:
-    """Quantile levels a cluster of ``count`` samples keeps: :data:`LEVELS`, or every order
-    statistic (positions i / (count - 1)) when there are no more samples than levels."""
+    """Quantile levels a cluster of ``count`` samples keeps on its own: :data:`LEVELS`, or every
+    order statistic (positions i / (count - 1)) when there are no more samples than levels."""
     if count > _LEVELS.size:
         return _LEVELS
     return np.linspace(0.0, 1.0, count) if count > 1 else np.zeros(1)
+
+
+def _knot_levels(counts) -> tuple[np.ndarray, ...]:
+    """Within-cluster quantile levels kept by each cluster of a kernel.
+
+    Parameters
+    ----------
+    counts : sequence of int
+        Sample counts of the kernel's clusters, in duration order.
+
+    Returns
+    -------
+    tuple of ndarray
+        Per cluster, the increasing levels u in [0, 1] of its sketch. A cluster with at most
+        ``len(LEVELS)`` samples keeps every order statistic. A larger one keeps :data:`LEVELS`
+        and, when the kernel has several clusters, the within-cluster positions
+        u = ((n - 1) q - offset) / (count - 1) of the kernel's levels q in :data:`LEVELS` that
+        fall strictly inside it (n: the kernel's sample count, offset: the samples in shorter
+        clusters), so that :func:`quantile` answers every such q from a stored value. A kernel
+        level closer to one of the cluster's own levels than half the gap to that level's
+        neighbours replaces it (the own min, p50, p99 and max always stay), so a cluster
+        holding most of its kernel keeps about ``len(LEVELS)`` knots.
+        Encoder and decoder both derive the levels from the counts, so they are not stored.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    offsets = np.cumsum(counts) - counts
+    positions = (counts.sum() - 1) * _LEVELS
+    half_gap = np.minimum(np.diff(_LEVELS, prepend=-np.inf), np.diff(_LEVELS, append=np.inf)) / 2
+    out = []
+    for count, offset in zip(counts, offsets, strict=True):
+        own = _levels(int(count))
+        if count > _LEVELS.size and counts.size > 1:
+            pos = positions - offset
+            extra = pos[(pos > 0) & (pos < count - 1)] / (count - 1)
+            dist = np.abs(own[:, None] - extra[None, :]).min(axis=1, initial=np.inf)
+            own = own[(dist >= half_gap) | np.isin(own, _ANCHORS)]
+            extra = extra[np.abs(extra[:, None] - own[None, :]).min(axis=1) > 1e-9]
+            own = np.union1d(own, extra)
+        out.append(own)
+    return tuple(out)
 
 
 def _to_codes(log_lo: float, log_hi: float, inner) -> np.ndarray:
@@ -93,19 +147,17 @@ class ClusterStats:
     """One duration mode of a kernel: its sample count and a quantile sketch.
 
     ``log_q`` holds ln of the cluster's quantiles (numpy's linear-interpolation convention, on
-    the durations) at the levels :func:`_levels` gives for ``count``: the fixed
-    :data:`LEVELS` (33 levels from min to max, denser in both tails), or every order
-    statistic of a cluster with at most ``len(LEVELS)`` samples. On the wire the min and max are
-    float32 and the inner values uint16 fractions of [min, max] in log space (at most
-    ``(ln max - ln min) / 131070`` off), 12 + 2 (k - 2) bytes for k levels.
+    the durations) at ``levels`` (:func:`_knot_levels`): the fixed :data:`LEVELS` (33 levels
+    from min to max, denser in both tails) plus the positions of the kernel's own levels inside
+    the cluster, or every order statistic of a cluster with at most ``len(LEVELS)`` samples.
+    On the wire the min and max are float32 and the inner values uint16 fractions of
+    [min, max] in log space (at most ``(ln max - ln min) / 131070`` off), 12 + 2 (k - 2) bytes
+    for k levels.
     """
 
     count: int
     log_q: tuple[float, ...]
-
-    @property
-    def levels(self) -> np.ndarray:
-        return _levels(self.count)
+    levels: tuple[float, ...]
 
     @property
     def log_lo(self) -> float:
@@ -168,16 +220,17 @@ class KernelSummary:
     step: int = 0
 
     def to_bytes(self) -> bytes:
-        """Binary wire format: header, groups (name, stream, clusters), CRC-32."""
+        """Binary wire format: header, groups, CRC-32. A group is its header, name, stream,
+        the (count, ln min, ln max) of each cluster, then each cluster's uint16 inner knots (as
+        many as :func:`_knot_levels` gives for the counts, less the two ends)."""
         parts = [_HEADER.pack(_MAGIC, self.window_id, self.step, self.raw_bytes, len(self.groups))]
         for g in self.groups:
             name, stream = g.kernel.encode(), g.stream.encode()
             parts.append(_GROUP.pack(g.rank, len(name), len(stream), len(g.clusters)))
             parts.append(name + stream)
-            for c in g.clusters:
-                parts.append(_CLUSTER.pack(c.count, c.log_lo, c.log_hi))
-                parts.append(_to_codes(c.log_lo, c.log_hi, c.log_q[1:-1]).astype("<u2")
-                             .tobytes())
+            parts.extend(_CLUSTER.pack(c.count, c.log_lo, c.log_hi) for c in g.clusters)
+            parts.extend(_to_codes(c.log_lo, c.log_hi, c.log_q[1:-1]).astype("<u2").tobytes()
+                         for c in g.clusters)
         body = b"".join(parts)
         return body + struct.pack("<I", zlib.crc32(body))
 
@@ -203,20 +256,24 @@ class KernelSummary:
                 name = body[pos:pos + n_name].decode()
                 stream = body[pos + n_name:pos + n_name + n_stream].decode()
                 pos += n_name + n_stream
-                clusters = []
+                heads = []
                 for _ in range(n_clusters):
-                    count, log_lo, log_hi = _CLUSTER.unpack_from(body, pos)
-                    n_inner = max(_levels(count).size - 2, 0)
+                    heads.append(_CLUSTER.unpack_from(body, pos))
                     pos += _CLUSTER.size
-                    if count == 0 or log_hi < log_lo or pos + 2 * n_inner > len(body):
+                    if heads[-1][0] == 0 or heads[-1][2] < heads[-1][1]:
+                        raise struct.error("bad cluster record")
+                clusters = []
+                for (count, log_lo, log_hi), levels in zip(
+                        heads, _knot_levels([h[0] for h in heads]), strict=True):
+                    n_inner = max(levels.size - 2, 0)
+                    if pos + 2 * n_inner > len(body):
                         raise struct.error("bad cluster record")
                     codes = np.frombuffer(body, dtype="<u2", count=n_inner, offset=pos)
                     pos += 2 * n_inner
                     log_q = (log_lo,) if count == 1 else \
                         (log_lo, *_from_codes(log_lo, log_hi, codes), log_hi)
-                    clusters.append(ClusterStats(count, log_q))
-                clusters = tuple(clusters)
-                groups.append(KernelGroupSummary(name, stream, rank, clusters))
+                    clusters.append(ClusterStats(count, log_q, tuple(levels.tolist())))
+                groups.append(KernelGroupSummary(name, stream, rank, tuple(clusters)))
         except (struct.error, UnicodeDecodeError, ValueError) as exc:
             raise TraceFileError(f"kernel summary corrupt: {exc}") from exc
         if pos != len(body):
@@ -293,17 +350,21 @@ def cluster_durations(durations, *, grid_size: int = 256, min_samples_per_side: 
             if pos - prev_pos >= m and n - pos >= m and v - previous >= min_log_gap:
                 cuts.append(pos)
                 previous, prev_pos = v, pos
-    return tuple(_sketch(seg) for seg in np.split(x, cuts))
+    segments = np.split(x, cuts)
+    return tuple(_sketch(seg, levels) for seg, levels in
+                 zip(segments, _knot_levels([seg.size for seg in segments]), strict=True))
 
 
-def _sketch(seg: np.ndarray) -> ClusterStats:
-    """Cluster of sorted log-durations ``seg`` -> count and ln quantiles at its levels, already
+def _sketch(seg: np.ndarray, levels: np.ndarray) -> ClusterStats:
+    """Cluster of sorted log-durations ``seg`` -> count and ln quantiles at ``levels``, already
     rounded as the wire format stores them (so a serialised summary reads back identically)."""
     lo, hi = float(np.float32(seg[0])), float(np.float32(seg[-1]))
+    kept = tuple(levels.tolist())
     if seg.size == 1:
-        return ClusterStats(1, (lo,))
-    inner = np.log(_sorted_quantiles(np.exp(seg), _levels(seg.size)[1:-1]))
-    return ClusterStats(int(seg.size), (lo, *_from_codes(lo, hi, _to_codes(lo, hi, inner)), hi))
+        return ClusterStats(1, (lo,), kept)
+    inner = np.log(_sorted_quantiles(np.exp(seg), levels[1:-1]))
+    return ClusterStats(int(seg.size), (lo, *_from_codes(lo, hi, _to_codes(lo, hi, inner)), hi),
+                        kept)
 
 
 def _sorted_quantiles(s: np.ndarray, qs) -> np.ndarray:
@@ -391,7 +452,7 @@ def _within(c: ClusterStats, u: np.ndarray) -> np.ndarray:
     """
     if c.count == 1:
         return np.full(np.shape(u), np.exp(c.log_lo))
-    levels, log_q = c.levels, np.asarray(c.log_q)
+    levels, log_q = np.asarray(c.levels), np.asarray(c.log_q)
     if c.count <= _LEVELS.size:
         return np.interp(u, levels, np.exp(log_q))
     return np.exp(_pchip(levels, log_q, u))
@@ -465,6 +526,33 @@ def compression_ratio(raw, summary: KernelSummary | None = None) -> float:
     else:
         raise TypeError("compression_ratio needs a KernelSummary")
     return float(raw_bytes) / summary.summary_bytes
+
+
+def round_trip_errors(events, summary: KernelSummary, min_samples: int = 20) -> pd.DataFrame:
+    """Relative errors of the reconstructed median and 99th percentile, per kernel group.
+
+    For each (kernel, stream, rank) of ``events`` with at least ``min_samples`` executions:
+    ``p50_err = |q_hat(0.5) / q(0.5) - 1|`` and likewise ``p99_err``, with ``q`` the empirical
+    quantile of the raw durations (``numpy.quantile``, linear interpolation) and ``q_hat``
+    :func:`quantile` of the group's summary.
+
+    Returns
+    -------
+    DataFrame with columns kernel, stream, rank, n, p50_err, p99_err.
+    """
+    frame = events_frame(events)
+    rows = []
+    for (kernel, stream, rank), sub in frame.groupby(["name", "stream", "rank"], sort=True):
+        raw = sub["duration_ns"].to_numpy(dtype=float)
+        if raw.size < min_samples:
+            continue
+        ref = np.quantile(raw, [0.5, 0.99])
+        got = quantile(summary.group(kernel, rank=int(rank), stream=stream), [0.5, 0.99])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            err = np.abs(got / ref - 1.0)
+        rows.append({"kernel": kernel, "stream": stream, "rank": int(rank), "n": raw.size,
+                     "p50_err": float(err[0]), "p99_err": float(err[1])})
+    return pd.DataFrame(rows, columns=["kernel", "stream", "rank", "n", "p50_err", "p99_err"])
 
 
 def _check_group(group) -> None:

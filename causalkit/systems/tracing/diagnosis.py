@@ -9,14 +9,18 @@ Levels (all automatic here; run on one window of steps):
   step, and that rank's CPU stacks during the step are searched for compile frames (L5).
 * **L2 phase**: for each (phase, parallel group) the ranks' median per-step phase times are
   compared leave-one-out (:func:`levels.robust_excess`); a rank is flagged when
-  rel >= ``phase_rel`` and z >= ``phase_z``. After an L1 regression, only the steps after the
-  change point are used.
+  rel >= ``phase_rel``, z >= ``phase_z`` and its excess m_i - b_i is at least ``phase_impact``
+  of the median job iteration time (a phase that is relatively slow but too short to delay the
+  step is not a straggler). After an L1 regression, only the steps after the change point are
+  used.
 * **Culprit vs victim** (the masked-straggler rule): in a synchronous collective the slowest
   rank arrives last, so its collective is *shorter* and its peers' are longer. A rank flagged on
   a compute phase is a compute straggler; a rank flagged on a collective that is not the last to
   arrive is a victim of the late arriver, whose cause (compute, or an earlier slow collective)
-  is reported instead. A long collective with no late peer and no compute anomaly is a
-  communication fault.
+  is reported instead; so is a rank whose long collective is not explained by its measured
+  wait when a compute straggler of its group arrives last most often (the straggler's late
+  completion also delays the transfer itself when the host is oversubscribed). A long
+  collective with no late peer and no compute anomaly is a communication fault.
 * **L3 kernel**: per kernel holding at least ``kernel_min_share`` of some rank's kernel time,
   each rank's summaries are pooled into a mixture CDF on a shared
   400-point log grid, scored by mean Wasserstein-1 distance to the other ranks (normalised by
@@ -257,7 +261,8 @@ def _matrix(sub: pd.DataFrame, value: str = "ms"):
     return ranks, out
 
 
-def _l2(per_step: pd.DataFrame, phase_rel: float, phase_z: float) -> pd.DataFrame:
+def _l2(per_step: pd.DataFrame, phase_rel: float, phase_z: float,
+        min_excess_ms: float = 0.0) -> pd.DataFrame:
     rows = []
     for (phase, grp), sub in per_step.groupby(["phase", "grp"], sort=True):
         ranks, matrix = _matrix(sub)
@@ -270,7 +275,9 @@ def _l2(per_step: pd.DataFrame, phase_rel: float, phase_z: float) -> pd.DataFram
                          "rel": stats["rel"][i], "z": stats["z"][i], "vote": stats["vote"][i],
                          "cv": stats["cv"], "collective": phase in COLLECTIVE_PHASES,
                          "flagged": bool(stats["rel"][i] >= phase_rel
-                                         and stats["z"][i] >= phase_z)})
+                                         and stats["z"][i] >= phase_z
+                                         and stats["median"][i] - stats["baseline"][i]
+                                         >= min_excess_ms)})
     cols = ["phase", "grp", "rank", "median_ms", "baseline_ms", "rel", "z", "vote", "cv",
             "collective", "flagged"]
     return pd.DataFrame(rows, columns=cols)
@@ -356,8 +363,8 @@ def _profiled_steps(st: TraceStore, steps, ranks) -> set[int]:
 
 def diagnose(store, *, steps=None, ranks=None, warmup_steps: int = 2, window: int = 8,
              jitter_ratio: float = 2.0, regression_ratio: float = 1.5, phase_rel: float = 0.15,
-             phase_z: float = 2.0, kernel_rel: float = 0.1, block_factor: float = 3.0,
-             kernel_min_share: float = 0.01) -> Report:
+             phase_z: float = 2.0, phase_impact: float = 0.02, kernel_rel: float = 0.1,
+             block_factor: float = 3.0, kernel_min_share: float = 0.01) -> Report:
     """Diagnose a traced run (levels L1-L3, culprit vs victim, pipeline bubbles, stacks).
 
     Parameters
@@ -374,6 +381,9 @@ def diagnose(store, *, steps=None, ranks=None, warmup_steps: int = 2, window: in
         L1 constants (sliding window length, max/min ratio, change-point mean ratio).
     phase_rel, phase_z
         L2: minimum relative excess and z-score of a flagged rank.
+    phase_impact
+        L2: minimum excess of a flagged rank's phase over its group's baseline, as a share of
+        the median job iteration time of the L2 steps.
     kernel_rel, block_factor, kernel_min_share
         L3: minimum normalised mean-W1 score; block-rule p50 factor; kernels below this share
         of a rank's kernel time (count x p50) on every rank are not compared.
@@ -424,7 +434,11 @@ def diagnose(store, *, steps=None, ranks=None, warmup_steps: int = 2, window: in
                       pd.DataFrame(), labels, notes, steps)
     per_step = _per_step_phase(phases[~phases["step"].isin(profiled)])
     l2_steps = per_step if regression_at is None else per_step[per_step["step"] >= regression_at]
-    table = _l2(l2_steps, phase_rel, phase_z)
+    job_ms = it.max(axis=1)
+    if regression_at is not None:
+        job_ms = job_ms[job_ms.index >= regression_at]
+    min_excess_ms = phase_impact * float(job_ms.median()) if len(job_ms) else 0.0
+    table = _l2(l2_steps, phase_rel, phase_z, min_excess_ms)
     root_window = (regression_at or steps[0], steps[1])
     try:
         summaries = st.kernel_summaries((root_window[0], root_window[1]), ranks)
@@ -499,10 +513,12 @@ def _compose(table: pd.DataFrame, ktable: pd.DataFrame, per_step: pd.DataFrame, 
         rank = int(c["rank"])
         if rank in culprits:
             continue
-        if (c["phase"], rank) in waiting:
+        peers = waits[(waits.index.get_level_values("phase") == c["phase"])
+                      & (waits["grp"] == c["grp"])]
+        late = int(peers["last_share"].droplevel("phase").idxmax()) if len(peers) else None
+        if (c["phase"], rank) in waiting or (late in culprits and late != rank):
             victims.add(rank)
             w = waits.loc[(c["phase"], rank)]
-            late = waits.xs(c["phase"], level="phase")["last_share"].idxmax()
             out.append(Finding("phase", "victim", window, rank=rank, phase=str(c["phase"]),
                                evidence=f"{c['phase']} {c['median_ms']:.2f} ms vs "
                                         f"{c['baseline_ms']:.2f} ms, of which "

@@ -10,27 +10,34 @@ the expected kind gives the steps and seconds to detect (wall time from the faul
 to the window's end, plus the diagnosis time). The final diagnosis of the whole run gives the
 precision and recall of the named ranks.
 
-All faults run for real except ``link_degradation``, which is emulated (see
-:mod:`~causalkit.systems.tracing.workload`); rows carry ``emulated`` and ``simulated`` columns.
+All faults run for real. ``link_degradation`` is emulated by default (held collectives, see
+:mod:`~causalkit.systems.tracing.workload`); with ``link_mode="tbf"`` (or ``"auto"`` where root,
+``ip`` and ``tc`` work) the faulty rank's traffic crosses a real veth link that is rate-limited
+with tbf from the fault step (:class:`~causalkit.systems.tracing.netns.ShapedLink`). Rows carry
+``emulated``, ``link_mode`` and ``simulated`` columns.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from causalkit._validation import check_positive_int
+from causalkit.exceptions import CausalkitWarning
 from causalkit.systems.tracing.diagnosis import diagnose
+from causalkit.systems.tracing.netns import ShapedLink, link_support
 from causalkit.systems.tracing.store import TraceStore
 from causalkit.systems.tracing.tracer import CHANNELS
 
@@ -81,6 +88,13 @@ class TrainingExperiment:
         straggler 3, pipeline stage 1.9).
     link_delay_ms : float
         Extra time per ``alltoall`` on a degraded link (emulated).
+    link_mode : {"emulated", "tbf", "auto"}
+        How ``link_degradation`` is injected: held collectives (``"emulated"``), a real veth
+        link into a network namespace shaped with tbf (``"tbf"``; needs root, ``ip`` and
+        ``tc``, else an error), or ``"tbf"`` where available and ``"emulated"`` otherwise, with
+        a warning (``"auto"``).
+    link_rate_mbit : float
+        tbf rate of the degraded link (``link_mode="tbf"``).
     profile_every : int
         Kernel-channel duty cycle (one profiled step per ``profile_every``).
     channels : sequence of str
@@ -89,6 +103,9 @@ class TrainingExperiment:
         Progressive-diagnosis period in steps.
     out_dir : str or Path, optional
         Where each repetition's trace store is kept (default: a temporary directory, removed).
+    keep_raw_windows : bool
+        Also write every profiler window as gzip Chrome-trace JSON to ``<store dir>/raw``
+        (``rank<r>_window<w>.json.gz``), e.g. to check the compression against the raw events.
     timeout_s : float
         Wall-clock limit of one repetition's processes.
     layers, d_model, hidden, batch, seq : int
@@ -104,8 +121,10 @@ class TrainingExperiment:
 
     def __init__(self, model=None, world_size: int = 2, fault=None, steps: int = 48,
                  repetitions: int = 1, faulty_rank=None, fault_step=None, severity=None,
-                 link_delay_ms: float = 4.0, profile_every: int = 8, channels=CHANNELS,
-                 detect_every: int = 4, out_dir=None, timeout_s: float = 240.0, layers: int = 2,
+                 link_delay_ms: float = 4.0, link_mode: str = "emulated",
+                 link_rate_mbit: float = 50.0, profile_every: int = 8, channels=CHANNELS,
+                 detect_every: int = 4, out_dir=None, keep_raw_windows: bool = False,
+                 timeout_s: float = 240.0, layers: int = 2,
                  d_model: int = 64, hidden: int = 256, batch: int = 8, seq: int = 16,
                  start_method: str = "fork", seed: int = 0):
         if fault not in FAULTS:
@@ -138,10 +157,19 @@ class TrainingExperiment:
         if self.severity < 1:
             raise ValueError(f"severity must be >= 1; got {severity!r}")
         self.link_delay_ms = float(link_delay_ms)
+        if link_mode not in ("emulated", "tbf", "auto"):
+            raise ValueError(f"link_mode must be 'emulated', 'tbf' or 'auto'; got {link_mode!r}")
+        if not link_rate_mbit > 0:
+            raise ValueError(f"link_rate_mbit must be > 0; got {link_rate_mbit!r}")
+        self.link_mode, self.link_rate_mbit = link_mode, float(link_rate_mbit)
+        if fault == "link_degradation" and link_mode != "emulated" and self.faulty_rank == 0:
+            raise ValueError("a real link needs faulty_rank >= 1: rank 0 hosts the rendezvous "
+                             "store outside the namespace")
         self.profile_every = check_positive_int(profile_every, "profile_every")
         self.channels = tuple(channels)
         self.detect_every = check_positive_int(detect_every, "detect_every")
         self.out_dir = None if out_dir is None else Path(out_dir)
+        self.keep_raw_windows = bool(keep_raw_windows)
         self.timeout_s = float(timeout_s)
         self.layers, self.d_model, self.hidden = layers, d_model, hidden
         self.batch, self.seq, self.seed = batch, seq, int(seed)
@@ -161,6 +189,24 @@ class TrainingExperiment:
         if self.fault == "pipeline_bubble":
             return {self.world_size - 1}
         return {self.faulty_rank}
+
+    def resolved_link_mode(self) -> str:
+        """``"tbf"`` or ``"emulated"``: how this experiment's link fault is injected (``"none"``
+        for other faults). ``"auto"`` checks :func:`~causalkit.systems.tracing.netns.link_support`
+        and warns when it falls back to the emulation."""
+        if self.fault != "link_degradation":
+            return "none"
+        if self.link_mode == "auto":
+            ok, why = link_support()
+            if not ok:
+                warnings.warn(f"link_mode='auto': real link unavailable ({why}); emulating the "
+                              "degraded link", CausalkitWarning, stacklevel=2)
+            return "tbf" if ok else "emulated"
+        if self.link_mode == "tbf":
+            ok, why = link_support()
+            if not ok:
+                raise RuntimeError(f"link_mode='tbf' needs root, ip and tc: {why}")
+        return self.link_mode
 
     def _config(self, store: Path, seed: int) -> dict:
         return {"mode": self.model, "world_size": self.world_size, "fault": self.fault,
@@ -273,8 +319,20 @@ class TrainingExperiment:
         store_dir = base / f"{self.fault or 'none'}-ws{self.world_size}-seed{seed}"
         if store_dir.exists():
             shutil.rmtree(store_dir)
+        mode = self.resolved_link_mode()
         try:
-            wall = self._launch(self._config(store_dir / "traces", seed), store_dir)
+            cfg = self._config(store_dir / "traces", seed)
+            if self.keep_raw_windows:
+                cfg["raw_trace_dir"] = str(store_dir / "raw")
+            if mode == "tbf":
+                with ShapedLink(secrets.token_hex(3)) as link:
+                    cfg["link"] = {"netns": link.netns, "inner_rank": self.faulty_rank,
+                                   "inner_dev": link.inner_dev, "outer_dev": link.outer_dev,
+                                   "outer_addr": link.outer_addr,
+                                   "rate_mbit": self.link_rate_mbit}
+                    wall = self._launch(cfg, store_dir)
+            else:
+                wall = self._launch(cfg, store_dir)
             store = TraceStore(store_dir / "traces")
             t0 = time.perf_counter()
             report = diagnose(store)
@@ -290,7 +348,7 @@ class TrainingExperiment:
                    "steps": self.steps, "fault_step": self.fault_step,
                    "faulty_ranks": ",".join(map(str, sorted(self.true_ranks))),
                    "severity": self.severity,
-                   "emulated": self.fault == "link_degradation", "simulated": False,
+                   "emulated": mode == "emulated", "link_mode": mode, "simulated": False,
                    **self._score(report),
                    "steps_to_detect": steps_to, "time_to_detect_s": seconds_to,
                    "diagnose_s": diag_s, "wall_s": wall,

@@ -34,6 +34,7 @@ from causalkit.systems.tracing.compression import (
     KernelSummary,
     cluster_durations,
     compress,
+    round_trip_errors,
 )
 from causalkit.systems.tracing.diagnosis import diagnose
 from causalkit.systems.tracing.store import MemoryStore
@@ -232,8 +233,9 @@ def cupti_scale_window(n_events: int = 100_000, kernels=None, seed=0) -> dict:
     """SIMULATED compression at CUPTI volumes: one rank-step of ``n_events`` kernel events.
 
     Event counts are split over the kernels in proportion to their per-step counts; the raw
-    size is the Chrome-trace JSON of the events. Returns raw bytes, summary bytes, ratio and
-    clusters.
+    size is the Chrome-trace JSON of the events. Returns raw bytes, summary bytes, ratio,
+    clusters and the largest relative p50 / p99 round-trip errors over the kernels
+    (:func:`~causalkit.systems.tracing.compression.round_trip_errors`).
     """
     rng = check_random_state(seed)
     kernels = dict(DEFAULT_KERNELS if kernels is None else kernels)
@@ -250,7 +252,9 @@ def cupti_scale_window(n_events: int = 100_000, kernels=None, seed=0) -> dict:
     frame = pd.DataFrame({"name": names, "stream": streams, "rank": 0, "step": 0,
                           "start_ns": np.cumsum(dur) - dur, "duration_ns": dur})
     summary = compress(frame)
+    errors = round_trip_errors(frame, summary)
     return {"n_events": int(n_events), "raw_bytes": summary.raw_bytes,
             "summary_bytes": summary.summary_bytes,
             "ratio": summary.raw_bytes / summary.summary_bytes,
-            "n_clusters": summary.n_clusters, "simulated": True}
+            "n_clusters": summary.n_clusters, "p50_err_max": float(errors["p50_err"].max()),
+            "p99_err_max": float(errors["p99_err"].max()), "simulated": True}

@@ -14,31 +14,35 @@ Channels (each can be switched off without affecting the others):
   always-on cost is not reproducible on CPU, where an always-on profiler costs far more, hence
   the duty cycle; its cost is reported separately from the always-on channels.
 
-Producers never block: every record goes through ``queue.Queue.put_nowait`` on a queue bounded
-by ``queue_size`` and is dropped (and counted per channel) when the queue is full, so memory
-stays bounded when the processor falls behind. The processor thread batches records into the
-rank's SQLite file, compresses each profiler window (:func:`compress`) and optionally writes the
-raw window as gzip Chrome-trace JSON. Internal failures are counted in ``errors_`` and reported
-as a warning; they never propagate into the training loop.
+Producers never block. The training thread appends each phase record, as a plain row tuple in
+the store's column order (the fields of :class:`PhaseEvent` / :class:`IterationSample`), to a
+per-tracer buffer, and hands the buffer over once per step (or every ``batch_size`` records)
+by appending it to a deque. Nothing wakes the processor thread: it wakes by itself every
+``flush_interval_s``, takes everything queued and commits it, so the training thread never pays
+for a lock hand-off or a GIL switch to another thread (a blocking ``queue.Queue`` would
+notify the processor on every put). At most ``queue_size`` records wait in the queue; a batch
+that does not fit is dropped (and its records counted per channel), so memory stays bounded
+when the processor falls behind. The processor thread writes batches into the rank's SQLite
+file, compresses each profiler window (:func:`compress`) and optionally writes the raw window
+as gzip Chrome-trace JSON. Internal failures are counted in ``errors_`` and reported as a
+warning; they never propagate into the training loop.
 
 Reference: Zhou et al. (2026), arXiv 2606.20374, section 4 (producer design: decoupled
-enqueue-only callbacks, bounded queues with explicit drop on backpressure).
+enqueue-only callbacks, fixed-size buffers, bounded queues with explicit drop on backpressure).
 """
 
 from __future__ import annotations
 
-import queue
 import sys
 import threading
 import time
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from contextlib import contextmanager
 from pathlib import Path
 
 from causalkit._validation import check_positive_int
 from causalkit.exceptions import CausalkitWarning
-from causalkit.systems.tracing.events import IterationSample, PhaseEvent, StackSnapshot
 from causalkit.systems.tracing.store import TraceStore
 
 __all__ = ["Tracer", "route_group", "CHANNELS"]
@@ -47,7 +51,6 @@ CHANNELS = ("phases", "stacks", "kernels")
 #: Parallel dimension whose group a phase is compared within (L2 routing); default "dp".
 _ROUTING = {"moe_experts": "ep", "alltoall": "ep", "pp_send": "pp", "pp_recv": "pp",
             "pp_send_grad": "pp", "pp_recv_grad": "pp"}
-_SENTINEL = object()
 _MAX_FRAMES = 48
 
 
@@ -86,11 +89,15 @@ class Tracer:
         Kernel channel duty cycle: profile ``profile_steps`` steps out of every
         ``profile_every`` (``profile_steps / profile_every`` of steps carry profiler cost).
     queue_size : int
-        Bound of the producer queue; records beyond it are dropped and counted.
+        Most records waiting for the processor; a batch that would exceed it is dropped and
+        its records counted.
+    batch_size : int
+        Most phase records buffered on the training thread before a hand-off (one hand-off
+        per step otherwise); capped at ``queue_size``.
     raw_trace_dir : str or Path, optional
         If given, each profiler window is also written there as gzip Chrome-trace JSON.
     flush_interval_s : float
-        How often the processor commits a batch.
+        How often the processor wakes, takes everything queued and commits it.
     job_id : str
         Stored in the metadata.
     compress_options : dict, optional
@@ -116,7 +123,8 @@ class Tracer:
 
     def __init__(self, store, *, rank: int = 0, world_size: int = 1, groups=None,
                  channels=CHANNELS, stack_interval_s: float = 0.05, profile_every: int = 10,
-                 profile_steps: int = 1, queue_size: int = 8192, raw_trace_dir=None,
+                 profile_steps: int = 1, queue_size: int = 8192, batch_size: int = 256,
+                 raw_trace_dir=None,
                  flush_interval_s: float = 0.25, job_id: str = "job", compress_options=None):
         self.store = store if isinstance(store, TraceStore) else TraceStore(store)
         self.world_size = check_positive_int(world_size, "world_size")
@@ -140,6 +148,7 @@ class Tracer:
         if self.profile_steps > self.profile_every:
             raise ValueError("profile_steps must not exceed profile_every")
         self.queue_size = check_positive_int(queue_size, "queue_size")
+        self.batch_size = min(check_positive_int(batch_size, "batch_size"), self.queue_size)
         self.raw_trace_dir = None if raw_trace_dir is None else Path(raw_trace_dir)
         self.flush_interval_s = float(flush_interval_s)
         self.job_id = str(job_id)
@@ -149,11 +158,18 @@ class Tracer:
         self.written_: Counter = Counter()
         self.errors_ = 0
         self.last_error_ = None
-        self._queue: queue.Queue = queue.Queue(maxsize=self.queue_size)
+        self._queue: deque = deque()     # bounded in records by _pending
+        self._pending = 0
+        self._pending_lock = threading.Lock()
+        self._rows: dict[str, list] = {"iterations": [], "phases": []}
+        self._buffered = 0
+        self._phases_on = "phases" in channels
+        self._group_of: dict[str, str] = {}
         self._step = -1
         self._window = None
         self._window_id = 0
-        self._stop = threading.Event()
+        self._stop = threading.Event()      # stops the stack sampler
+        self._done = threading.Event()      # stops the processor after a last drain
         self._threads: list[threading.Thread] = []
         self._main_tid = None
         self._active = False
@@ -174,6 +190,7 @@ class Tracer:
         if "kernels" in self.channels:
             self._warm_profiler()
         self._stop.clear()
+        self._done.clear()
         self._threads = [threading.Thread(target=self._process, name="trace-processor",
                                           daemon=True)]
         if "stacks" in self.channels:
@@ -190,11 +207,11 @@ class Tracer:
             return
         self._active = False
         self._end_window()
+        self._hand_over()
         self._stop.set()
-        try:
-            self._queue.put(_SENTINEL, timeout=timeout)
-        except queue.Full:
-            self._error(RuntimeError("processor did not drain the queue before close"))
+        for t in self._threads[1:]:          # the sampler first: nothing is queued after it
+            t.join(timeout)
+        self._done.set()
         for t in self._threads:
             t.join(timeout)
         if any(t.is_alive() for t in self._threads):
@@ -216,12 +233,25 @@ class Tracer:
         self.errors_ += 1
         self.last_error_ = exc
 
-    def _offer(self, channel: str, record) -> None:
-        self.emitted_[channel] += 1
-        try:
-            self._queue.put_nowait(record)
-        except queue.Full:
-            self.dropped_[channel] += 1
+    def _offer(self, channel: str, item, n: int = 1) -> None:
+        """Queue ``item`` (holding ``n`` records of ``channel``) unless the records waiting
+        would exceed ``queue_size``; then drop and count it."""
+        self.emitted_[channel] += n
+        with self._pending_lock:
+            fits = self._pending + n <= self.queue_size
+            if fits:
+                self._pending += n
+        if fits:
+            self._queue.append((n, item))
+        else:
+            self.dropped_[channel] += n
+
+    def _hand_over(self) -> None:
+        """Pass the training thread's buffered phase records to the processor as one batch."""
+        if self._buffered:
+            rows, n = self._rows, self._buffered
+            self._rows, self._buffered = {"iterations": [], "phases": []}, 0
+            self._offer("phases", rows, n)
 
     @contextmanager
     def step(self):
@@ -236,15 +266,17 @@ class Tracer:
             yield step
         finally:
             duration = time.perf_counter_ns() - t0
-            if "phases" in self.channels:
-                self._offer("phases", IterationSample(self.rank, step, wall, duration))
+            if self._phases_on:
+                self._rows["iterations"].append((self.rank, step, wall, duration))
+                self._buffered += 1
+                self._hand_over()
             if self._window is not None and step - self._window.step + 1 >= self.profile_steps:
                 self._end_window()
 
     @contextmanager
     def phase(self, name: str, group: str | None = None, nbytes: int = 0):
         """Time a framework phase (forward, backward, optimizer, mlp, ...) of the current step."""
-        if "phases" not in self.channels:
+        if not self._phases_on:
             yield
             return
         wall, t0 = time.time_ns(), time.perf_counter_ns()
@@ -252,9 +284,15 @@ class Tracer:
             yield
         finally:
             duration = time.perf_counter_ns() - t0
-            self._offer("phases", PhaseEvent(name, self.rank, self._step, wall, duration,
-                                             group or route_group(name, self.groups),
-                                             int(nbytes)))
+            if group is None:
+                group = self._group_of.get(name)
+                if group is None:
+                    group = self._group_of[name] = route_group(name, self.groups)
+            self._rows["phases"].append((self.rank, self._step, name, group, wall, duration,
+                                         int(nbytes)))
+            self._buffered += 1
+            if self._buffered >= self.batch_size:
+                self._hand_over()
 
     def collective(self, name: str, fn, *args, group: str | None = None, nbytes: int = 0,
                    **kwargs):
@@ -313,12 +351,13 @@ class Tracer:
     def _sample_stacks(self) -> None:
         while not self._stop.wait(self.stack_interval_s):
             try:
-                self._offer("stacks", self._snapshot())
+                self._offer("stacks", {"stacks": [self._snapshot()]})
             except Exception as exc:  # noqa: BLE001
                 self._error(exc)
 
-    def _snapshot(self) -> StackSnapshot:
-        """The training thread's current Python stack (outermost frame first)."""
+    def _snapshot(self) -> tuple:
+        """Stack-table row (rank, timestamp_ns, thread_id, frames) of the training thread's
+        current Python stack (frames ``;``-joined, outermost first; a :class:`StackSnapshot`)."""
         main = self._main_tid if self._main_tid is not None else threading.get_ident()
         frame = sys._current_frames().get(main)
         frames = []
@@ -328,7 +367,7 @@ class Tracer:
             frames.append(f"{'/'.join(parts[-3:])}:{code.co_name}")
             frame = frame.f_back
         del frame
-        return StackSnapshot(self.rank, time.time_ns(), main, tuple(reversed(frames)))
+        return (self.rank, time.time_ns(), main, ";".join(reversed(frames)))
 
     # ------------------------------------------------------------------ processor side
     def _process(self) -> None:
@@ -343,29 +382,20 @@ class Tracer:
         except Exception as exc:  # noqa: BLE001
             self._error(exc)
         batch: dict[str, list] = {"iterations": [], "phases": [], "stacks": []}
-        last_flush, done = time.monotonic(), False
+        done = False
         while not done:
-            try:
-                item = self._queue.get(timeout=self.flush_interval_s)
-            except queue.Empty:
-                item = None
-            if item is _SENTINEL:
-                done = True
-            elif isinstance(item, PhaseEvent):
-                batch["phases"].append((item.rank, item.step, item.phase, item.group,
-                                        item.start_ns, item.duration_ns, item.nbytes))
-            elif isinstance(item, IterationSample):
-                batch["iterations"].append((item.rank, item.step, item.start_ns,
-                                            item.duration_ns))
-            elif isinstance(item, StackSnapshot):
-                batch["stacks"].append((item.rank, item.timestamp_ns, item.thread_id,
-                                        ";".join(item.frames)))
-            elif isinstance(item, _Window):
-                self._flush(writer, batch)
-                self._write_window(writer, item)
-            if done or time.monotonic() - last_flush >= self.flush_interval_s:
-                self._flush(writer, batch)
-                last_flush = time.monotonic()
+            done = self._done.wait(self.flush_interval_s)
+            while self._queue:
+                n, payload = self._queue.popleft()
+                with self._pending_lock:
+                    self._pending -= n
+                if isinstance(payload, _Window):
+                    self._flush(writer, batch)
+                    self._write_window(writer, payload)
+                else:
+                    for table, rows in payload.items():
+                        batch[table].extend(rows)
+            self._flush(writer, batch)
         try:
             if writer is not None:
                 writer.set_meta({"counters": self.counters})

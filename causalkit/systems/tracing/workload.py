@@ -18,9 +18,15 @@ Injected faults (``fault`` in the rank configuration):
 * ``pipeline_bubble`` (real): the last stage's backward runs on padded weights likewise;
 * ``jit_stall`` (real): at ``fault_step`` the faulty rank calls a freshly ``torch.compile``-d
   function (backend ``aot_eager``) inside ``backward``, a genuine first-call compilation;
-* ``link_degradation`` (emulated): from ``fault_step`` the ranks of the degraded expert group
-  hold each ``alltoall`` for an extra ``link_delay_ms`` after the transfer (a slow link), since
-  this host has no separate links to degrade.
+* ``link_degradation``, emulated (default): from ``fault_step`` the ranks of the degraded
+  expert group hold each ``alltoall`` for an extra ``link_delay_ms`` after the transfer (a slow
+  link), since loopback has no separate links to degrade;
+* ``link_degradation``, real (``cfg["link"]`` set, see
+  :class:`~causalkit.systems.tracing.netns.ShapedLink`): the faulty rank runs in its own network
+  namespace behind a veth pair, gloo on the veth addresses, and at ``fault_step`` the two ranks
+  of its expert group put a tbf rate limit on their end of the pair, so every byte the faulty
+  rank sends or receives (its ``alltoall`` and its share of the ``allreduce``) crosses a slow
+  link.
 """
 
 from __future__ import annotations
@@ -76,8 +82,18 @@ def _init(rank: int, cfg):
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
+    host = "127.0.0.1"
+    link = cfg.get("link")
+    if link:   # a real link: the faulty rank behind the veth pair, everyone on its addresses
+        from causalkit.systems.tracing.netns import enter_namespace
+
+        inner = rank == link["inner_rank"]
+        if inner:
+            enter_namespace(link["netns"])
+        os.environ["GLOO_SOCKET_IFNAME"] = link["inner_dev"] if inner else link["outer_dev"]
+        host = link["outer_addr"]
     timeout = timedelta(seconds=cfg["timeout_s"])
-    store = dist.TCPStore("127.0.0.1", cfg["port"], cfg["world_size"], rank == 0,
+    store = dist.TCPStore(host, cfg["port"], cfg["world_size"], rank == 0,
                           timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=cfg["world_size"],
                             timeout=timeout)
@@ -100,6 +116,17 @@ def _compile_stall(x):
         return torch.tanh(t) * torch.sigmoid(t) + t.sin()
 
     return torch.compile(fn, backend="aot_eager", dynamic=False)(x)
+
+
+def _degrade_link(rank: int, link: dict) -> None:
+    """Put the tbf rate limit on this rank's end of the veth pair (ranks of the faulty group)."""
+    import subprocess
+
+    from causalkit.systems.tracing.netns import tbf_command
+
+    dev = link["inner_dev"] if rank == link["inner_rank"] else link["outer_dev"]
+    subprocess.run(tbf_command(dev, link["rate_mbit"]), check=True, capture_output=True,
+                   timeout=30)
 
 
 def _alltoall(out, inp, group, delay: float):
@@ -149,6 +176,7 @@ def train_data_parallel(rank: int, cfg) -> None:
     token = torch.randn(ws * cfg["ep_tokens"], cfg["d_model"], generator=gen)
     routed = torch.empty_like(token)
     degraded = fault == "link_degradation" and ep_size and ep_index == cfg["degraded_group"]
+    link = cfg.get("link") if degraded else None
     if fault in ("compute_straggler", "masked_straggler") and rank == faulty:
         _warm_padded(layers, x, int(round(cfg["hidden"] * (cfg["severity"] - 1))))
     with _tracer(rank, cfg, groups) as tr:
@@ -157,6 +185,8 @@ def train_data_parallel(rank: int, cfg) -> None:
             slow = fault in ("compute_straggler", "masked_straggler") and rank == faulty and active
             for block in layers:
                 block.pad = int(round(cfg["hidden"] * (cfg["severity"] - 1))) if slow else 0
+            if link and step == cfg["fault_step"]:
+                _degrade_link(rank, link)
             with tr.step():
                 with tr.phase("forward"):
                     h = x
@@ -171,7 +201,8 @@ def train_data_parallel(rank: int, cfg) -> None:
                     if fault == "jit_stall" and rank == faulty and step == cfg["fault_step"]:
                         _compile_stall(x)
                 if ep_size:   # expert dispatch + combine per layer, within the expert group
-                    delay = cfg["link_delay_ms"] / 1e3 if degraded and active else 0.0
+                    delay = cfg["link_delay_ms"] / 1e3 if degraded and active and not link \
+                        else 0.0
                     for _ in range(2 * len(layers)):
                         tr.collective("alltoall", _alltoall, routed, token, ep_groups[ep_index],
                                       delay, nbytes=token.numel() * 4)
