@@ -263,7 +263,9 @@ def test_bootstrap_refits_selection(data):
     est = InfluenceBorrowing(random_state=0, grid=11).fit(*data)
     boot = est.estimate(n_boot=20)          # default for AIB is the pipeline bootstrap
     assert boot.ci_method == "percentile" and boot.replicates.size == 20
-    assert boot.value == est.estimate(inference="analytic").value
+    # the bootstrap refits the full sample: the same estimate up to floating-point summation
+    # order (array alignment changes numpy's SIMD reductions in the last bits)
+    assert boot.value == pytest.approx(est.estimate(inference="analytic").value, rel=1e-12)
     assert np.std(boot.replicates) > 0 and boot.details["n_borrowed"] == est.n_borrowed_
     again = InfluenceBorrowing(random_state=0, grid=11).fit(*data).estimate(n_boot=20)
     np.testing.assert_array_equal(boot.replicates, again.replicates)
