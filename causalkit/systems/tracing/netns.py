@@ -20,7 +20,7 @@ import os
 import shutil
 import subprocess
 
-__all__ = ["ShapedLink", "link_support", "enter_namespace", "tbf_command"]
+__all__ = ["ShapedLink", "link_support", "enter_namespace", "tbf_command", "limit_rate"]
 
 _CLONE_NEWNET = 0x40000000
 
@@ -29,6 +29,13 @@ def _run(cmd: list[str], netns: str | None = None) -> subprocess.CompletedProces
     if netns is not None:
         cmd = ["ip", "netns", "exec", netns, *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+
+
+def _check(cmd: list[str], netns: str | None = None) -> None:
+    """Run ``cmd`` (inside ``netns`` if given); RuntimeError with its stderr if it fails."""
+    done = _run(cmd, netns)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {done.stderr.strip() or done.returncode}")
 
 
 def link_support() -> tuple[bool, str]:
@@ -53,6 +60,12 @@ def tbf_command(device: str, rate_mbit: float, burst_kbit: float = 32.0,
         raise ValueError(f"rate_mbit must be > 0; got {rate_mbit!r}")
     return ["tc", "qdisc", "replace", "dev", device, "root", "tbf", "rate",
             f"{rate_mbit:g}mbit", "burst", f"{burst_kbit:g}kbit", "latency", f"{latency_ms:g}ms"]
+
+
+def limit_rate(device: str, rate_mbit: float, netns: str | None = None, **tbf) -> None:
+    """Make a tbf of ``rate_mbit`` the root qdisc of ``device`` (:func:`tbf_command`; run inside
+    ``netns`` if given); RuntimeError if ``tc`` fails."""
+    _check(tbf_command(device, rate_mbit, **tbf), netns)
 
 
 def enter_namespace(netns: str) -> None:
@@ -103,27 +116,22 @@ class ShapedLink:
         return (f"ShapedLink(netns={self.netns!r}, {self.outer_dev} {self.outer_addr} <-> "
                 f"{self.inner_dev} {self.inner_addr})")
 
-    def _check(self, cmd: list[str], netns: str | None = None) -> None:
-        done = _run(cmd, netns)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)}: {done.stderr.strip() or done.returncode}")
-
     def create(self) -> ShapedLink:
         """Create the namespace, the veth pair and the addresses; bring both ends up."""
         if self._up:
             return self
-        self._check(["ip", "netns", "add", self.netns])
+        _check(["ip", "netns", "add", self.netns])
         self._up = True
         try:
-            self._check(["ip", "link", "add", self.outer_dev, "type", "veth", "peer", "name",
+            _check(["ip", "link", "add", self.outer_dev, "type", "veth", "peer", "name",
                          self.inner_dev])
-            self._check(["ip", "link", "set", self.inner_dev, "netns", self.netns])
-            self._check(["ip", "addr", "add", f"{self.outer_addr}/30", "dev", self.outer_dev])
-            self._check(["ip", "link", "set", self.outer_dev, "up"])
-            self._check(["ip", "addr", "add", f"{self.inner_addr}/30", "dev", self.inner_dev],
+            _check(["ip", "link", "set", self.inner_dev, "netns", self.netns])
+            _check(["ip", "addr", "add", f"{self.outer_addr}/30", "dev", self.outer_dev])
+            _check(["ip", "link", "set", self.outer_dev, "up"])
+            _check(["ip", "addr", "add", f"{self.inner_addr}/30", "dev", self.inner_dev],
                         self.netns)
-            self._check(["ip", "link", "set", self.inner_dev, "up"], self.netns)
-            self._check(["ip", "link", "set", "lo", "up"], self.netns)
+            _check(["ip", "link", "set", self.inner_dev, "up"], self.netns)
+            _check(["ip", "link", "set", "lo", "up"], self.netns)
         except BaseException:
             self.delete()
             raise
@@ -145,5 +153,5 @@ class ShapedLink:
 
     def degrade(self, rate_mbit: float, **tbf) -> None:
         """Limit both directions to ``rate_mbit`` (tbf on both ends; see :func:`tbf_command`)."""
-        self._check(tbf_command(self.outer_dev, rate_mbit, **tbf))
-        self._check(tbf_command(self.inner_dev, rate_mbit, **tbf), self.netns)
+        limit_rate(self.outer_dev, rate_mbit, **tbf)
+        limit_rate(self.inner_dev, rate_mbit, self.netns, **tbf)

@@ -120,13 +120,10 @@ def _compile_stall(x):
 
 def _degrade_link(rank: int, link: dict) -> None:
     """Put the tbf rate limit on this rank's end of the veth pair (ranks of the faulty group)."""
-    import subprocess
+    from causalkit.systems.tracing.netns import limit_rate
 
-    from causalkit.systems.tracing.netns import tbf_command
-
-    dev = link["inner_dev"] if rank == link["inner_rank"] else link["outer_dev"]
-    subprocess.run(tbf_command(dev, link["rate_mbit"]), check=True, capture_output=True,
-                   timeout=30)
+    limit_rate(link["inner_dev"] if rank == link["inner_rank"] else link["outer_dev"],
+               link["rate_mbit"])
 
 
 def _alltoall(out, inp, group, delay: float):
