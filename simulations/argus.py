@@ -42,6 +42,7 @@ from causalkit.systems.tracing import (  # noqa: E402
 )
 from causalkit.systems.tracing.netns import link_support  # noqa: E402
 from causalkit.systems.tracing.overhead import (  # noqa: E402
+    METRICS,
     measure_overhead,
     paired_ratios,
     summarize_overhead,
@@ -237,10 +238,9 @@ def _overhead(out, prefix, quick) -> None:
     axes[0].set_title("Median paired overhead, bootstrap 95% CI")
     axes[0].legend(fontsize=7)
     if "always_on" in set(traced["config"]):
-        for label, metric in (("wall", "ms"), ("thread CPU", "thread_ms"),
-                              ("process CPU", "cpu_ms")):
+        for metric, label in METRICS.items():
             r = 100 * (paired_ratios(blocks, metric)["always_on"].dropna() - 1)
-            axes[1].plot(r.index, r.to_numpy(), "o-", ms=3, lw=0.8, label=label)
+            axes[1].plot(r.index, r.to_numpy(), "o-", ms=3, lw=0.8, label=labels[label])
         axes[1].axhline(2, color="k", ls=":")
         axes[1].axhline(0, color="0.6", lw=0.8)
         axes[1].set_xlabel("round")
