@@ -6,9 +6,10 @@
    resumable): detection (right rank and kind), precision / recall of the named ranks, steps
    and seconds to detect, iteration times, compression ratio of the real profiler windows.
    A fault-free run measures false alarms.
-2. Overhead on step time: always-on channels / duty-cycled profiler / always-on profiler, each
-   paired with untraced blocks; median paired ratio with a bootstrap 95% CI (wall, thread CPU,
-   process CPU).
+2. Overhead on step time: always-on channels / duty-cycled profiler / always-on profiler, and
+   an A/A control; single traced steps paired with untraced steps under one live tracer; median
+   paired ratio with a bootstrap 95% CI (wall, training-thread CPU) and the CPU of the tracer's
+   own threads (all CPU = thread CPU + background).
 3. Compression ratio: real windows (from 1.) and SIMULATED CUPTI-scale rank-steps; p50 / p99
    round-trip errors per kernel on real windows (a fault-free run with raw windows kept) and on
    the simulated rank-steps.
@@ -42,7 +43,6 @@ from causalkit.systems.tracing import (  # noqa: E402
 )
 from causalkit.systems.tracing.netns import link_support  # noqa: E402
 from causalkit.systems.tracing.overhead import (  # noqa: E402
-    METRICS,
     measure_overhead,
     paired_ratios,
     summarize_overhead,
@@ -217,41 +217,52 @@ def _real_round_trip(steps: int) -> pd.DataFrame:
 
 
 def _overhead(out, prefix, quick) -> None:
-    blocks = measure_overhead(rounds=3 if quick else 40, block_steps=10 if quick else 20)
-    blocks.to_csv(out / f"{prefix}overhead_blocks.csv", index=False)
-    overhead = summarize_overhead(blocks).reset_index()
+    arms = measure_overhead(pairs=30 if quick else 800)
+    arms.to_csv(out / f"{prefix}overhead_arms.csv", index=False)
+    overhead = summarize_overhead(arms).reset_index()
     overhead.to_csv(out / f"{prefix}overhead.csv", index=False)
-    traced = overhead[overhead["config"] != "off"]
+    _plot_overhead(arms, overhead, out / f"{prefix}overhead.png")
+    print(overhead.round(2).to_string(index=False))
+
+
+def _plot_overhead(arms, overhead, path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1, 1.3]})
     labels = {"wall": "wall time", "thread_cpu": "training-thread CPU",
-              "process_cpu": "process CPU (all threads)"}
-    x = np.arange(len(traced))
+              "total_cpu": "all CPU (tracer threads included)"}
+    x = np.arange(len(overhead))
     for i, (label, name) in enumerate(labels.items()):
-        est = traced[f"{label}_pct"].to_numpy()
-        err = [est - traced[f"{label}_ci_lo"].to_numpy(), traced[f"{label}_ci_hi"].to_numpy() - est]
+        est = overhead[f"{label}_pct"].to_numpy()
+        err = [est - overhead[f"{label}_ci_lo"].to_numpy(),
+               overhead[f"{label}_ci_hi"].to_numpy() - est]
         axes[0].errorbar(x + (i - 1) * 0.2, est, yerr=err, fmt="o", capsize=3, label=name)
     axes[0].axhline(2, color="k", ls=":", label="2% target")
     axes[0].axhline(0, color="0.6", lw=0.8)
-    axes[0].set_xticks(x, traced["config"], fontsize=8)
+    axes[0].set_xticks(x, [c if c != "off" else "off (A/A)" for c in overhead["config"]],
+                       fontsize=8)
     axes[0].set_yscale("symlog", linthresh=5)
+    ticks = [-2, 0, 2, 5, 10, 30, 100, 300]
+    axes[0].set_yticks(ticks, [str(t) for t in ticks])
+    axes[0].set_ylim(-3, None)
     axes[0].set_ylabel("overhead vs untraced (%)")
     axes[0].set_title("Median paired overhead, bootstrap 95% CI")
-    axes[0].legend(fontsize=7)
-    if "always_on" in set(traced["config"]):
-        for metric, label in METRICS.items():
-            r = 100 * (paired_ratios(blocks, metric)["always_on"].dropna() - 1)
-            axes[1].plot(r.index, r.to_numpy(), "o-", ms=3, lw=0.8, label=labels[label])
-        axes[1].axhline(2, color="k", ls=":")
-        axes[1].axhline(0, color="0.6", lw=0.8)
-        axes[1].set_xlabel("round")
-        axes[1].set_ylabel("always-on overhead in the pair (%)")
-        axes[1].set_title("Always-on channels: paired ratio per round")
-        axes[1].legend(fontsize=7)
+    axes[0].legend(fontsize=7, loc="upper left")
+    ratios = 100 * (paired_ratios(arms, "ms") - 1)
+    bins = np.linspace(-30, 30, 61)
+    for config, name in (("off", "A/A control (untraced vs untraced)"),
+                         ("always_on", "always-on channels")):
+        if config in ratios:
+            r = ratios[config].dropna()
+            axes[1].hist(r.clip(bins[0], bins[-1]), bins=bins, histtype="step", lw=1.2,
+                         label=f"{name}: median {r.median():+.2f}%")
+    axes[1].axvline(0, color="0.6", lw=0.8)
+    axes[1].set_xlabel("wall-time ratio traced / untraced step in a pair, minus 1 (%)")
+    axes[1].set_ylabel("pairs")
+    axes[1].set_title("Paired single steps: the spread the median is taken over")
+    axes[1].legend(fontsize=7)
     fig.suptitle("Tracing overhead on step time (shared 2-core host)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / f"{prefix}overhead.png", dpi=120)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
-    print(overhead.round(2).to_string(index=False))
 
 
 def _scaling_part(out, prefix, quick) -> None:

@@ -1,6 +1,7 @@
 """The per-rank tracer, store and trace files: real single-process runs, overflow, bad input."""
 
 import sqlite3
+import time
 import warnings
 
 import numpy as np
@@ -78,6 +79,25 @@ def test_real_window_round_trip(traced):
                                    rtol=0.05, err_msg=name)
         n_large += d.size >= 10
     assert n_large >= 5
+
+
+def test_pause_records_nothing_and_keeps_the_step_count(tmp_path):
+    tr = Tracer(tmp_path / "store", profile_every=2, stack_interval_s=0.002)
+    with tr:
+        _train(tr, 4)                                  # steps 0-3, windows at 0 and 2
+        tr.pause()
+        _train(tr, 4)                                  # steps 4-7: no records, no window
+        time.sleep(0.05)                               # the sampler wakes and skips
+        stacks_paused = tr.emitted_["stacks"]
+        time.sleep(0.05)
+        assert tr.emitted_["stacks"] == stacks_paused
+        tr.resume()
+        _train(tr, 2)                                  # steps 8-9, window at 8
+    store = TraceStore(tmp_path / "store")
+    assert list(store.iterations()["step"]) == [0, 1, 2, 3, 8, 9]
+    assert set(store.phases()["step"]) == {0, 1, 2, 3, 8, 9}
+    assert list(store.windows()["step"]) == [0, 2, 8]
+    assert tr.errors_ == 0
 
 
 def test_overflow_drops_and_counts(tmp_path):
@@ -159,7 +179,7 @@ def test_tracer_argument_checks(tmp_path):
         Tracer(tmp_path, groups={"dp": 0})
 
 
-def test_overhead_measurement_orders_the_configurations():
+def test_overhead_measurement_pairs_the_arms():
     from causalkit.systems.tracing.overhead import (
         channel_costs,
         measure_overhead,
@@ -167,26 +187,32 @@ def test_overhead_measurement_orders_the_configurations():
         summarize_overhead,
     )
 
-    blocks = measure_overhead(rounds=2, block_steps=4, layers=1,
-                              configs=("off", "always_on", "profiler_always"))
-    # every traced block has its own untraced partner in the same round
-    assert len(blocks) == 2 * 2 * 2
-    assert (blocks.groupby(["round", "pair"])["config"].apply(sorted).map(tuple).isin(
-        [("always_on", "off"), ("off", "profiler_always")])).all()
-    ratios = paired_ratios(blocks, "cpu_ms")
-    assert list(ratios.columns) == ["always_on", "profiler_always"] and len(ratios) == 2
-    table = summarize_overhead(blocks, n_resamples=200)
+    arms = measure_overhead(pairs=6, layers=1, configs=("off", "always_on", "profiler_always"))
+    # every configuration has one traced and one untraced arm per pair
+    assert len(arms) == 3 * 6 * 2
+    assert (arms.groupby(["config", "pair"])["arm"].apply(sorted).map(tuple)
+            == ("traced", "untraced")).all()
+    # the tracer threads' CPU is charged to traced arms of traced configurations only
+    assert (arms.loc[arms["arm"] == "untraced", "background_ms"] == 0).all()
+    assert (arms.loc[arms["config"] == "off", "background_ms"] == 0).all()
+    assert (arms.loc[(arms["arm"] == "traced") & (arms["config"] != "off"),
+                     "background_ms"] > 0).all()
+    ratios = paired_ratios(arms, "thread_ms")
+    assert list(ratios.columns) == ["off", "always_on", "profiler_always"] and len(ratios) == 6
+    table = summarize_overhead(arms, n_resamples=200)
     assert list(table.index) == ["off", "always_on", "profiler_always"]
-    for label in ("wall", "thread_cpu", "process_cpu"):
+    for label in ("wall", "thread_cpu", "total_cpu"):
         lo, mid, hi = table.loc["profiler_always", [f"{label}_ci_lo", f"{label}_pct",
                                                      f"{label}_ci_hi"]]
         assert lo <= mid <= hi
+    assert table.loc["off", "background_cpu_pct"] == 0
     # an always-on profiler costs a large multiple of the step; the phase/stack channels do not
-    assert table.loc["profiler_always", "process_cpu_pct"] > 50
-    assert table.loc["profiler_always", "process_cpu_pct"] > table.loc["always_on",
-                                                                        "process_cpu_pct"]
-    assert table.loc["off", "wall_pct"] == 0
-    with pytest.raises(ValueError, match="traced configuration"):
-        measure_overhead(rounds=1, configs=("off",))
+    assert table.loc["profiler_always", "total_cpu_pct"] > 50
+    assert table.loc["profiler_always", "total_cpu_pct"] > table.loc["always_on",
+                                                                      "total_cpu_pct"]
+    with pytest.raises(ValueError, match="configs"):
+        measure_overhead(pairs=1, configs=("on",))
+    with pytest.raises(ValueError, match="pairs"):
+        measure_overhead(pairs=0)
     cost = channel_costs(1000)
     assert 0 < cost["inline_us"] <= cost["record_us"] < 200 and 0 < cost["stack_us"] < 500

@@ -38,7 +38,7 @@ import threading
 import time
 import warnings
 from collections import Counter, deque
-from contextlib import contextmanager
+from contextlib import nullcontext
 from pathlib import Path
 
 from causalkit._validation import check_positive_int
@@ -57,6 +57,66 @@ _MAX_FRAMES = 48
 def route_group(phase: str, groups: dict[str, str]) -> str:
     """The group tag a phase is compared within: ``groups[dimension of phase]``."""
     return groups.get(_ROUTING.get(phase, "dp"), groups.get("dp", "dp0"))
+
+
+class _StepTimer:
+    """Context manager of one :meth:`Tracer.step` (a class: cheaper than a generator)."""
+
+    __slots__ = ("tracer", "step", "wall", "t0")
+
+    def __init__(self, tracer: Tracer):
+        self.tracer = tracer
+
+    def __enter__(self) -> int:
+        tr = self.tracer
+        tr._step += 1
+        self.step = step = tr._step
+        if tr._window is None and tr._profiling and tr._recording and tr._active \
+                and step % tr.profile_every == 0:
+            tr._begin_window(step)
+        self.wall, self.t0 = time.time_ns(), time.perf_counter_ns()
+        return step
+
+    def __exit__(self, *exc) -> bool:
+        duration = time.perf_counter_ns() - self.t0
+        tr = self.tracer
+        if tr._phases_on:
+            tr._iteration_rows.append((tr.rank, self.step, self.wall, duration))
+            tr._buffered += 1
+            tr._hand_over()
+        window = tr._window
+        if window is not None and self.step - window.step + 1 >= tr.profile_steps:
+            tr._end_window()
+        return False
+
+
+class _PhaseTimer:
+    """Context manager of one :meth:`Tracer.phase`: one phase row in the step's buffer."""
+
+    __slots__ = ("tracer", "name", "group", "nbytes", "wall", "t0")
+
+    def __init__(self, tracer: Tracer, name: str, group: str | None, nbytes: int):
+        self.tracer, self.name, self.group, self.nbytes = tracer, name, group, nbytes
+
+    def __enter__(self) -> None:
+        self.wall, self.t0 = time.time_ns(), time.perf_counter_ns()
+
+    def __exit__(self, *exc) -> bool:
+        duration = time.perf_counter_ns() - self.t0
+        tr, name, group = self.tracer, self.name, self.group
+        if group is None:
+            group = tr._group_of.get(name)
+            if group is None:
+                group = tr._group_of[name] = route_group(name, tr.groups)
+        tr._phase_rows.append((tr.rank, tr._step, name, group, self.wall, duration,
+                               int(self.nbytes)))
+        tr._buffered += 1
+        if tr._buffered >= tr.batch_size:
+            tr._hand_over()
+        return False
+
+
+_UNTIMED = nullcontext()
 
 
 class _Window:
@@ -161,10 +221,14 @@ class Tracer:
         self._queue: deque = deque()     # bounded in records by _pending
         self._pending = 0
         self._pending_lock = threading.Lock()
-        self._rows: dict[str, list] = {"iterations": [], "phases": []}
+        self._iteration_rows: list[tuple] = []
+        self._phase_rows: list[tuple] = []
         self._buffered = 0
         self._phases_on = "phases" in channels
+        self._recording = True              # False while paused
+        self._profiling = "kernels" in channels
         self._group_of: dict[str, str] = {}
+        self._frame_labels: dict = {}       # code object -> "dir/file.py:function"
         self._step = -1
         self._window = None
         self._window_id = 0
@@ -221,6 +285,21 @@ class Tracer:
                           f"{self.last_error_!r}); the traced run was not affected",
                           CausalkitWarning, stacklevel=2)
 
+    def pause(self) -> None:
+        """Stop recording without stopping the tracer: the phase timers become no-ops, the
+        stack sampler skips its samples (it keeps its schedule) and no profiler window opens;
+        an open window is closed and queued. Steps keep being counted, so step indices stay
+        those of the training loop. Records already queued are still written."""
+        self._recording = False
+        self._phases_on = False
+        self._end_window()
+        self._hand_over()
+
+    def resume(self) -> None:
+        """Record again after :meth:`pause`."""
+        self._recording = True
+        self._phases_on = "phases" in self.channels
+
     @property
     def counters(self) -> dict:
         """Producer and processor counters (also stored in the rank's metadata)."""
@@ -249,50 +328,21 @@ class Tracer:
     def _hand_over(self) -> None:
         """Pass the training thread's buffered phase records to the processor as one batch."""
         if self._buffered:
-            rows, n = self._rows, self._buffered
-            self._rows, self._buffered = {"iterations": [], "phases": []}, 0
+            rows = {"iterations": self._iteration_rows, "phases": self._phase_rows}
+            n = self._buffered
+            self._iteration_rows, self._phase_rows, self._buffered = [], [], 0
             self._offer("phases", rows, n)
 
-    @contextmanager
-    def step(self):
-        """Time one training iteration (and open/close profiler windows on the duty cycle)."""
-        self._step += 1
-        step = self._step
-        if "kernels" in self.channels and self._active and self._window is None \
-                and step % self.profile_every == 0:
-            self._begin_window(step)
-        wall, t0 = time.time_ns(), time.perf_counter_ns()
-        try:
-            yield step
-        finally:
-            duration = time.perf_counter_ns() - t0
-            if self._phases_on:
-                self._rows["iterations"].append((self.rank, step, wall, duration))
-                self._buffered += 1
-                self._hand_over()
-            if self._window is not None and step - self._window.step + 1 >= self.profile_steps:
-                self._end_window()
+    def step(self) -> _StepTimer:
+        """Time one training iteration (and open/close profiler windows on the duty cycle);
+        ``with tracer.step() as i`` gives the step index."""
+        return _StepTimer(self)
 
-    @contextmanager
     def phase(self, name: str, group: str | None = None, nbytes: int = 0):
         """Time a framework phase (forward, backward, optimizer, mlp, ...) of the current step."""
         if not self._phases_on:
-            yield
-            return
-        wall, t0 = time.time_ns(), time.perf_counter_ns()
-        try:
-            yield
-        finally:
-            duration = time.perf_counter_ns() - t0
-            if group is None:
-                group = self._group_of.get(name)
-                if group is None:
-                    group = self._group_of[name] = route_group(name, self.groups)
-            self._rows["phases"].append((self.rank, self._step, name, group, wall, duration,
-                                         int(nbytes)))
-            self._buffered += 1
-            if self._buffered >= self.batch_size:
-                self._hand_over()
+            return _UNTIMED
+        return _PhaseTimer(self, name, group, nbytes)
 
     def collective(self, name: str, fn, *args, group: str | None = None, nbytes: int = 0,
                    **kwargs):
@@ -349,7 +399,14 @@ class Tracer:
 
     # ------------------------------------------------------------------ stack channel
     def _sample_stacks(self) -> None:
-        while not self._stop.wait(self.stack_interval_s):
+        # time.sleep, not Event.wait: a timed Event.wait costs about twice the CPU per wake-up
+        # (a new lock and a Condition round trip each time); close() waits one interval at most
+        while True:
+            time.sleep(self.stack_interval_s)
+            if self._stop.is_set():
+                return
+            if not self._recording:
+                continue
             try:
                 self._offer("stacks", {"stacks": [self._snapshot()]})
             except Exception as exc:  # noqa: BLE001
@@ -360,11 +417,14 @@ class Tracer:
         current Python stack (frames ``;``-joined, outermost first; a :class:`StackSnapshot`)."""
         main = self._main_tid if self._main_tid is not None else threading.get_ident()
         frame = sys._current_frames().get(main)
-        frames = []
+        labels, frames = self._frame_labels, []
         while frame is not None and len(frames) < _MAX_FRAMES:
             code = frame.f_code
-            parts = code.co_filename.replace("\\", "/").rsplit("/", 3)
-            frames.append(f"{'/'.join(parts[-3:])}:{code.co_name}")
+            label = labels.get(code)
+            if label is None:
+                parts = code.co_filename.replace("\\", "/").rsplit("/", 3)
+                label = labels[code] = f"{'/'.join(parts[-3:])}:{code.co_name}"
+            frames.append(label)
             frame = frame.f_back
         del frame
         return (self.rank, time.time_ns(), main, ";".join(reversed(frames)))
