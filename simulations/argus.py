@@ -14,6 +14,8 @@
    round-trip errors per kernel on real windows (a fault-free run with raw windows kept) and on
    the simulated rank-steps.
 4. Diagnosis time vs number of ranks: SIMULATED traces, 64 to 10,000 ranks.
+5. Calibration: the L2 threshold ``phase_rel`` set on 20 healthy 2-rank runs (false alarms at
+   most 10 %, :func:`calibrate_phase_rel`), and the 2-rank cases rerun on their seeds with it.
 
 Usage: python simulations/argus.py [--quick] [--reps N] [--out DIR]
 Outputs (CSV + PNG) go to simulations/results/argus/ (``quick_`` prefix with --quick).
@@ -37,6 +39,7 @@ from causalkit.systems.tracing import (  # noqa: E402
     SyntheticCluster,
     TraceStore,
     TrainingExperiment,
+    calibrate_phase_rel,
     cupti_scale_window,
     read_trace,
     round_trip_errors,
@@ -62,11 +65,16 @@ def _case_name(fault, link_mode) -> str:
     return (fault or "none") + ("_tbf" if link_mode == "tbf" else "")
 
 
-def _case_study(fault, world_size, link_mode, reps, out: Path, steps: int) -> pd.DataFrame:
+def _case_study(fault, world_size, link_mode, reps, out: Path, steps: int,
+                diagnose_options=None) -> pd.DataFrame:
+    """``reps`` seeded runs of one case; with ``diagnose_options`` the same seeds are
+    diagnosed with those thresholds (``case_<name>_<option>=<value>.csv``, so that a resumed
+    run never mixes thresholds)."""
     def design(rng):
         seed = int(rng.integers(2 ** 31 - 1))
         row, _ = TrainingExperiment(fault=fault, world_size=world_size, steps=steps,
-                                    link_mode=link_mode, seed=seed).run_once()
+                                    link_mode=link_mode, seed=seed,
+                                    diagnose_options=diagnose_options).run_once()
         return {"truth": 0.0 if fault is None else 1.0, "row": row}
 
     def argus(data):
@@ -78,8 +86,9 @@ def _case_study(fault, world_size, link_mode, reps, out: Path, steps: int) -> pd
 
     name = _case_name(fault, link_mode)
     seed = 2026 + [_case_name(f, m) for f, _, m in CASES].index(name)
+    suffix = "".join(f"_{k}={v:g}" for k, v in sorted((diagnose_options or {}).items()))
     res = run_study(design, {"argus": argus}, reps=reps, seed=seed,
-                    out=out / f"case_{name}.csv", progress=False)
+                    out=out / f"case_{name}{suffix}.csv", progress=False)
     res.insert(0, "fault", name)
     res.insert(1, "world_size", world_size)
     return res
@@ -145,9 +154,9 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
     parser.add_argument("--reps", type=int, default=None, help="runs per case study (10)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "argus"))
-    parser.add_argument("--parts", default="cases,overhead,scaling",
-                        help="comma-separated subset of cases (with compression), overhead, "
-                             "scaling")
+    parser.add_argument("--parts", default="cases,calibration,overhead,scaling",
+                        help="comma-separated subset of cases (with compression), calibration, "
+                             "overhead, scaling")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -159,6 +168,8 @@ def main(argv=None) -> None:
     parts = set(args.parts.split(","))
     if "cases" in parts:
         _cases_and_compression(cases, reps, raw, out, prefix, args.quick)
+    if "calibration" in parts:
+        _calibration(raw, out, prefix, args.quick, reps)
     if "overhead" in parts:
         _overhead(out, prefix, args.quick)
     if "scaling" in parts:
@@ -197,6 +208,29 @@ def _cases_and_compression(cases, reps, raw, out, prefix, quick) -> None:
     comp = pd.DataFrame(comp)
     comp.to_csv(out / f"{prefix}compression.csv", index=False)
     print(comp.round(1).to_string(index=False))
+
+
+def _calibration(raw, out, prefix, quick, reps) -> None:
+    """phase_rel calibrated on healthy 2-rank runs (seeds apart from the case studies'), then
+    the 2-rank cases rerun on their own seeds with it."""
+    steps = 40 if quick else 48
+    with tempfile.TemporaryDirectory(prefix="argus-calibration-") as tmp:
+        stores = []
+        for i in range(4 if quick else 20):
+            TrainingExperiment(world_size=2, steps=steps, seed=10_000 + i,
+                               out_dir=Path(tmp) / str(i)).run_once()
+            stores.append(TraceStore(next((Path(tmp) / str(i)).iterdir()) / "traces"))
+        phase_rel, table = calibrate_phase_rel(stores, max_false_alarm=0.1)
+    table["chosen"] = table["phase_rel"] == phase_rel
+    table.to_csv(out / f"{prefix}calibration.csv", index=False)
+    print(table.to_string(index=False))
+    cases = [c for c in (CASES[:1] if quick else CASES) if c[1] == 2] + [(None, 2, "emulated")]
+    frames = [_case_study(f, ws, mode, reps, raw, steps, {"phase_rel": phase_rel})
+              for f, ws, mode in dict.fromkeys(cases)]
+    summary = _summarize_cases(pd.concat(frames, ignore_index=True))
+    summary.insert(1, "phase_rel", phase_rel)
+    summary.to_csv(out / f"{prefix}cases_calibrated.csv", index=False)
+    print(summary.round(3).to_string(index=False))
 
 
 def _real_round_trip(steps: int) -> pd.DataFrame:

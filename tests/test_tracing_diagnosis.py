@@ -140,3 +140,16 @@ def test_synthetic_argument_checks():
         SyntheticCluster(16, fault="nic_down")
     with pytest.raises(ValueError, match="faulty_rank"):
         SyntheticCluster(16, fault="compute_straggler", faulty_rank=16)
+
+
+def test_compiler_frames_exclude_the_eager_eval_frame_wrapper():
+    from causalkit.systems.tracing.diagnosis import _stack_evidence
+
+    eager = "train.py:main;torch/_dynamo/eval_frame.py:_fn;torch/optim/sgd.py:step"
+    compiling = ("train.py:main;torch/_dynamo/eval_frame.py:_fn;"
+                 "torch/_dynamo/convert_frame.py:__call__;torch/_dynamo/symbolic_convert.py:run")
+    stacks = pd.DataFrame({"rank": 0, "timestamp_ns": [10, 20, 30], "thread_id": 1,
+                           "frames": [eager, compiling, eager]})
+    assert _stack_evidence(stacks, 0, 0, 15) == (0, 1, None)     # eager only: no compile
+    hits, total, frame = _stack_evidence(stacks, 0, 0, 40)
+    assert (hits, total, frame) == (1, 3, "torch/_dynamo/convert_frame.py:__call__")

@@ -11,6 +11,7 @@ Reference: Zhou et al. (2026), "ARGUS: Production-Scale Tracing and Performance 
 over 10,000-GPU Clusters", arXiv 2606.20374.
 """
 
+from causalkit.systems.tracing.calibration import calibrate_phase_rel
 from causalkit.systems.tracing.compression import (
     ClusterStats,
     KernelGroupSummary,
@@ -43,7 +44,7 @@ __all__ = [
     "compress", "decompress", "cdf", "quantile", "cluster_durations", "compression_ratio",
     "round_trip_errors",
     "ClusterStats", "KernelGroupSummary", "KernelSummary",
-    "diagnose", "Report", "Finding",
+    "diagnose", "Report", "Finding", "calibrate_phase_rel",
     "KernelEvent", "PhaseEvent", "StackSnapshot", "IterationSample", "TraceFileError",
     "read_trace", "write_trace",
 ]

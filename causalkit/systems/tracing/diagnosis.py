@@ -40,6 +40,7 @@ Reference: Zhou et al. (2026), arXiv 2606.20374, section 6 and case studies 1-5.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -55,8 +56,12 @@ __all__ = ["Finding", "Report", "diagnose", "ROOT_CAUSES"]
 ROOT_CAUSES = ("compute_straggler", "link_degradation", "communication", "jit_compile",
                "pipeline_bubble")
 _LEVEL_ORDER = {"iteration": 0, "phase": 1, "kernel": 2, "pipeline": 3, "stacks": 4}
-_COMPILE_MARKERS = ("torch/_dynamo", "torch/_inductor", "torch/_functorch", "torch/fx",
-                    "torch/_subclasses")
+#: Frames of compiler code (``dir/file.py:function`` labels of the stack channel). Dynamo's
+#: eval-frame wrapper is left out: every function decorated with ``torch._disable_dynamo``
+#: (optimizers, parts of ``nn.functional``) runs under ``torch/_dynamo/eval_frame.py:_fn`` in
+#: plain eager mode, while a compilation adds frames of the modules below.
+_COMPILE_FRAME = re.compile(r"torch/_dynamo/(?!eval_frame\.py:)|torch/_inductor/|"
+                            r"torch/_functorch/|torch/fx/|torch/_subclasses/")
 _NS_PER_MS = 1e6
 
 
@@ -343,11 +348,11 @@ def _stack_evidence(stacks: pd.DataFrame, rank: int, t0: int, t1: int):
                  & (stacks["timestamp_ns"] <= t1)]
     if sub.empty:
         return 0, 0, None
-    hits = sub["frames"].str.contains("|".join(_COMPILE_MARKERS), regex=True)
+    hits = sub["frames"].str.contains(_COMPILE_FRAME)
     frame = None
     if hits.any():
         frames = sub.loc[hits, "frames"].iloc[0].split(";")
-        frame = next(f for f in frames if any(m in f for m in _COMPILE_MARKERS))
+        frame = next(f for f in frames if _COMPILE_FRAME.search(f))
     return int(hits.sum()), len(sub), frame
 
 

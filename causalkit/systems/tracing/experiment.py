@@ -19,6 +19,7 @@ with tbf from the fault step (:class:`~causalkit.systems.tracing.netns.ShapedLin
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import secrets
@@ -108,6 +109,9 @@ class TrainingExperiment:
         (``rank<r>_window<w>.json.gz``), e.g. to check the compression against the raw events.
     timeout_s : float
         Wall-clock limit of one repetition's processes.
+    diagnose_options : dict, optional
+        Keyword arguments of :func:`diagnose` (thresholds) for the final and the progressive
+        diagnoses, e.g. ``{"phase_rel": 0.3}`` from :func:`calibrate_phase_rel`.
     layers, d_model, hidden, batch, seq : int
         Workload size.
     start_method : {"fork", "spawn"}
@@ -124,7 +128,7 @@ class TrainingExperiment:
                  link_delay_ms: float = 4.0, link_mode: str = "emulated",
                  link_rate_mbit: float = 50.0, profile_every: int = 8, channels=CHANNELS,
                  detect_every: int = 4, out_dir=None, keep_raw_windows: bool = False,
-                 timeout_s: float = 240.0, layers: int = 2,
+                 timeout_s: float = 240.0, diagnose_options=None, layers: int = 2,
                  d_model: int = 64, hidden: int = 256, batch: int = 8, seq: int = 16,
                  start_method: str = "fork", seed: int = 0):
         if fault not in FAULTS:
@@ -171,6 +175,12 @@ class TrainingExperiment:
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.keep_raw_windows = bool(keep_raw_windows)
         self.timeout_s = float(timeout_s)
+        self.diagnose_options = dict(diagnose_options or {})
+        allowed = set(inspect.signature(diagnose).parameters) - {"store", "steps", "ranks"}
+        unknown = sorted(set(self.diagnose_options) - allowed)
+        if unknown:
+            raise ValueError(f"diagnose_options: unknown {unknown}; choose from "
+                             f"{sorted(allowed)}")
         self.layers, self.d_model, self.hidden = layers, d_model, hidden
         self.batch, self.seq, self.seed = batch, seq, int(seed)
         if start_method not in ("fork", "spawn"):
@@ -305,7 +315,7 @@ class TrainingExperiment:
         ends = list(range(self.fault_step + self.detect_every, self.steps, self.detect_every))
         for end in ends + [self.steps]:
             t0 = time.perf_counter()
-            report = diagnose(store, steps=(2, end))
+            report = diagnose(store, steps=(2, end), **self.diagnose_options)
             spent = time.perf_counter() - t0
             hits = {f.rank for f in report.culprits if f.kind in expected}
             if self.true_ranks <= hits:
@@ -335,7 +345,7 @@ class TrainingExperiment:
                 wall = self._launch(cfg, store_dir)
             store = TraceStore(store_dir / "traces")
             t0 = time.perf_counter()
-            report = diagnose(store)
+            report = diagnose(store, **self.diagnose_options)
             diag_s = time.perf_counter() - t0
             iters = store.iterations()
             windows = store.windows()

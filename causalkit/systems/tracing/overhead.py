@@ -141,7 +141,7 @@ def _pairs(config: str, model, x, pairs: int, steps: int, store: Path, profile_e
     traced = tracer or untraced
     rows, background = [], 0.0
     with tracer or nullcontext():
-        _loop(traced, model, x, 3)                     # the first window, caches
+        _loop(traced, model, x, 3)             # tracer start-up (first window, store), caches
         if tracer is not None:
             _drain(tracer)
             cpu0 = _thread_cpu_ns(tracer)
