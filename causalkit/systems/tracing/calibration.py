@@ -4,16 +4,16 @@ Level 2 flags a rank whose phase exceeds its group's baseline by at least ``phas
 (relative), with ``z >= phase_z`` and an impact of at least ``phase_impact`` of the iteration.
 The reference default ``phase_rel = 0.15`` assumes homogeneous devices. Ranks that share a
 host's cores do not have them: on the 2-core host of the ARGUS study, fault-free 2-rank runs
-showed one rank's compute phases 16-18 % slower than its peer's for a whole run, with the
-thread's CPU time up by as much (so not time lost to descheduling), which the default reads as
-a compute straggler.
+showed one rank's compute phases 16-54 % slower than its peer's for a whole run, with the
+thread's CPU time up by as much where it was measured (so not time lost to descheduling),
+which the default reads as a compute straggler.
 
 :func:`calibrate_phase_rel` rediagnoses runs known to be healthy over a grid of ``phase_rel``
 values and returns the smallest one whose false-alarm rate (share of runs with any root-cause
 finding) is at most ``max_false_alarm``: the usual way of setting a detector's operating point
 from its null distribution. Calibrate and evaluate on different runs.
 
-Reference: Zhou et al. (2026), arXiv 2606.20374, section 5 (L2 thresholds).
+Reference: Zhou et al. (2026), arXiv 2606.20374, section 6 (the L2 thresholds).
 """
 
 from __future__ import annotations
