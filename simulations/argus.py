@@ -24,6 +24,7 @@ Outputs (CSV + PNG) go to simulations/results/argus/ (``quick_`` prefix with --q
 from __future__ import annotations
 
 import argparse
+import inspect
 import tempfile
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from causalkit.systems.tracing import (  # noqa: E402
     TrainingExperiment,
     calibrate_phase_rel,
     cupti_scale_window,
+    diagnose,
     read_trace,
     round_trip_errors,
 )
@@ -231,6 +233,32 @@ def _calibration(raw, out, prefix, quick, reps) -> None:
     summary.insert(1, "phase_rel", phase_rel)
     summary.to_csv(out / f"{prefix}cases_calibrated.csv", index=False)
     print(summary.round(3).to_string(index=False))
+    if (out / f"{prefix}cases.csv").exists():
+        _plot_calibrated(pd.read_csv(out / f"{prefix}cases.csv"), summary,
+                         out / f"{prefix}cases_calibrated.png")
+
+
+def _plot_calibrated(default: pd.DataFrame, calibrated: pd.DataFrame, path: Path) -> None:
+    """Detection (false alarms for ``none``) and steps to detect, default vs calibrated
+    ``phase_rel``, on the same seeds."""
+    both = default.merge(calibrated, on="fault", suffixes=("_default", "_calibrated"))
+    rel = calibrated["phase_rel"].iloc[0]
+    default_rel = inspect.signature(diagnose).parameters["phase_rel"].default
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    x = np.arange(len(both))
+    for ax, col, label in ((axes[0], "detection_rate", "detected (none: false alarms)"),
+                           (axes[1], "median_steps_to_detect", "median steps to detect")):
+        ax.bar(x - 0.2, both[f"{col}_default"], 0.4, label=f"phase_rel = {default_rel:g} (default)")
+        ax.bar(x + 0.2, both[f"{col}_calibrated"], 0.4, label=f"phase_rel = {rel:g} (calibrated)")
+        ax.set_xticks(x, both["fault"], rotation=20, fontsize=8)
+        ax.set_ylabel(label)
+    axes[0].set_ylim(0, 1.05)
+    axes[0].legend(fontsize=7, loc="lower left")
+    axes[0].set_title("2-rank cases, same seeds", fontsize=10)
+    axes[1].set_title("Detection delay after the fault's onset", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _real_round_trip(steps: int) -> pd.DataFrame:
