@@ -6,12 +6,13 @@ Prints tables; timings depend on the host's load (say so when quoting them).
 """
 
 import argparse
+import inspect
 import time
 
 import numpy as np
 import pandas as pd
 
-from causalkit.systems.tracing import SyntheticCluster, cupti_scale_window
+from causalkit.systems.tracing import SyntheticCluster, Tracer, cupti_scale_window
 from causalkit.systems.tracing.compression import cluster_durations
 from causalkit.systems.tracing.overhead import channel_costs, measure_overhead, summarize_overhead
 
@@ -38,7 +39,8 @@ def main(argv=None):
         cost = channel_costs()
         records = 12                       # phases + iteration sample per step of this loop
         step_thread = table.loc["always_on", "mean_thread_ms"] * 1e3
-        stacks = table.loc["always_on", "traced_ms"] / 50.0   # one snapshot per 50 ms
+        interval_ms = 1e3 * inspect.signature(Tracer).parameters["stack_interval_s"].default
+        stacks = table.loc["always_on", "traced_ms"] / interval_ms   # snapshots per step
         inline = records * cost["inline_us"] / step_thread * 100
         total = (records * cost["record_us"] + stacks * cost["stack_us"]) / step_thread * 100
         print(f"cost model: {cost['inline_us']:.2f} us in-line ({cost['record_us']:.2f} us with "

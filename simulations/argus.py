@@ -171,7 +171,7 @@ def main(argv=None) -> None:
     if "cases" in parts:
         _cases_and_compression(cases, reps, raw, out, prefix, args.quick)
     if "calibration" in parts:
-        _calibration(raw, out, prefix, args.quick, reps)
+        _calibration(cases, raw, out, prefix, args.quick, reps)
     if "overhead" in parts:
         _overhead(out, prefix, args.quick)
     if "scaling" in parts:
@@ -212,9 +212,9 @@ def _cases_and_compression(cases, reps, raw, out, prefix, quick) -> None:
     print(comp.round(1).to_string(index=False))
 
 
-def _calibration(raw, out, prefix, quick, reps) -> None:
+def _calibration(cases, raw, out, prefix, quick, reps) -> None:
     """phase_rel calibrated on healthy 2-rank runs (seeds apart from the case studies'), then
-    the 2-rank cases rerun on their own seeds with it."""
+    the 2-rank ``cases`` and the fault-free case rerun on their own seeds with it."""
     steps = 40 if quick else 48
     with tempfile.TemporaryDirectory(prefix="argus-calibration-") as tmp:
         stores = []
@@ -226,9 +226,10 @@ def _calibration(raw, out, prefix, quick, reps) -> None:
     table["chosen"] = table["phase_rel"] == phase_rel
     table.to_csv(out / f"{prefix}calibration.csv", index=False)
     print(table.to_string(index=False))
-    cases = [c for c in (CASES[:1] if quick else CASES) if c[1] == 2] + [(None, 2, "emulated")]
+    healthy = (None, 2, "emulated")
+    rerun = [c for c in cases if c[1] == 2 and c != healthy] + [healthy]
     frames = [_case_study(f, ws, mode, reps, raw, steps, {"phase_rel": phase_rel})
-              for f, ws, mode in dict.fromkeys(cases)]
+              for f, ws, mode in rerun]
     summary = _summarize_cases(pd.concat(frames, ignore_index=True))
     summary.insert(1, "phase_rel", phase_rel)
     summary.to_csv(out / f"{prefix}cases_calibrated.csv", index=False)
