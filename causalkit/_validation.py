@@ -24,6 +24,9 @@ __all__ = [
     "check_positive_int",
     "check_fraction",
     "check_random_state",
+    "as_seed_sequence",
+    "child_seed",
+    "seed_int",
     "feature_names_of",
 ]
 
@@ -57,9 +60,18 @@ def _as_float_array(values, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be numeric array-like; got {type(values).__name__}") from exc
 
 
-def _check_finite(arr: np.ndarray, name: str, allow_nan: bool) -> None:
+def _check_finite(arr: np.ndarray, name: str, allow_nan: bool, columns=None) -> None:
     if np.isinf(arr).any():
         raise ValueError(f"{name} contains infinite values")
+    if arr.size:
+        # sums of squares (variances, Gram matrices) overflow beyond this magnitude
+        limit = np.sqrt(np.finfo(float).max / arr.shape[0]) / 10
+        big = np.nanmax(np.abs(arr.reshape(arr.shape[0], -1)), axis=0, initial=0.0) > limit
+        if big.any():
+            where = (f" (column(s) {[columns[j] for j in np.flatnonzero(big)]})"
+                     if columns is not None else "")
+            raise ValueError(f"{name} has values larger than {limit:.3g} in magnitude{where}; "
+                             "their squares overflow: rescale them")
     if not allow_nan and np.isnan(arr).any():
         bad = np.unique(np.argwhere(np.isnan(arr))[:, 0])
         shown = ", ".join(map(str, bad[:10])) + (" ..." if bad.size > 10 else "")
@@ -86,6 +98,7 @@ def check_array(X, name: str = "X", *, allow_nan: bool = False, min_rows: int = 
     """
     if X is None:
         raise ValueError(f"{name} is required; got None")
+    columns = feature_names_of(X) if isinstance(X, pd.DataFrame) else None
     arr = _as_float_array(X, name)
     if arr.ndim == 1:
         arr = arr.reshape(-1, 1)
@@ -95,7 +108,7 @@ def check_array(X, name: str = "X", *, allow_nan: bool = False, min_rows: int = 
         raise ValueError(f"{name} must have at least {min_rows} row(s); got {arr.shape[0]}")
     if arr.shape[1] == 0:
         raise ValueError(f"{name} has no columns")
-    _check_finite(arr, name, allow_nan)
+    _check_finite(arr, name, allow_nan, columns)
     return arr
 
 
@@ -206,3 +219,34 @@ def check_random_state(random_state) -> np.random.Generator:
     raise TypeError(
         f"random_state must be None, an int or a numpy Generator; got {type(random_state).__name__}"
     )
+
+
+def as_seed_sequence(random_state) -> np.random.SeedSequence:
+    """``None`` (fresh entropy), a non-negative int, a ``SeedSequence`` or a ``Generator`` (one
+    draw from it) as a ``numpy.random.SeedSequence``."""
+    if isinstance(random_state, np.random.SeedSequence):
+        return random_state
+    if isinstance(random_state, np.random.Generator):
+        return np.random.SeedSequence(int(random_state.integers(2**63)))
+    if random_state is None or (isinstance(random_state, numbers.Integral)
+                                and not isinstance(random_state, bool) and random_state >= 0):
+        return np.random.SeedSequence(None if random_state is None else int(random_state))
+    raise TypeError(f"random_state must be None, a non-negative int, a numpy SeedSequence or "
+                    f"Generator; got {random_state!r}")
+
+
+def child_seed(seq: np.random.SeedSequence, key: int) -> np.random.SeedSequence:
+    """The child ``key`` of ``seq``: independent of its other children, and the same on every
+    call (unlike ``SeedSequence.spawn``, which advances a counter)."""
+    return np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, int(key)))
+
+
+def seed_int(random_state) -> int | None:
+    """An integer seed (for scikit-learn, torch) from ``random_state``: an int is kept, a
+    ``SeedSequence`` gives a 31-bit draw; None stays None."""
+    if random_state is None:
+        return None
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state)
+    seq = as_seed_sequence(random_state)
+    return int(seq.generate_state(1, dtype=np.uint32)[0] >> 1)

@@ -11,6 +11,8 @@ __all__ = [
     "FewBorrowedWarning",
     "FallbackWarning",
     "BootstrapFailureWarning",
+    "RankDeficientWarning",
+    "SmallSampleWarning",
 ]
 
 
@@ -36,3 +38,11 @@ class FallbackWarning(CausalkitWarning):
 
 class BootstrapFailureWarning(CausalkitWarning):
     """Some bootstrap replicates failed and were dropped."""
+
+
+class RankDeficientWarning(CausalkitWarning):
+    """A design matrix was rank deficient: aliased columns were dropped (as R's ``lm`` does)."""
+
+
+class SmallSampleWarning(CausalkitWarning):
+    """A model is fitted on fewer units than it has parameters (e.g. a small trial arm)."""

@@ -63,6 +63,8 @@ class Estimate:
     details : mapping, optional
         Extra scalar diagnostics (e.g. ``{"n_borrowed": 120}``), shown by :meth:`summary` and
         :meth:`to_frame`.
+    alpha : float
+        Default level of :meth:`conf_int`, :meth:`summary` and :meth:`to_frame` (0.05: 95%).
 
     Notes
     -----
@@ -74,7 +76,7 @@ class Estimate:
     """
 
     def __init__(self, value, std_error, *, influence=None, name="ATE", method=None, n_obs=None,
-                 replicates=None, ci_method="normal", details=None):
+                 replicates=None, ci_method="normal", details=None, alpha=0.05):
         value = float(value)
         std_error = float(std_error)
         if not np.isfinite(value):
@@ -95,6 +97,14 @@ class Estimate:
         self.replicates = None if replicates is None else np.asarray(replicates, dtype=float)
         self.ci_method = ci_method
         self.details = dict(details or {})
+        self.alpha = check_alpha(alpha)
+
+    def copy(self) -> Estimate:
+        """A copy whose ``details`` (and label attributes) can be changed independently."""
+        new = object.__new__(Estimate)
+        new.__dict__.update(self.__dict__)
+        new.details = dict(self.details)
+        return new
 
     @classmethod
     def from_influence(cls, value, influence, **kwargs) -> Estimate:
@@ -117,17 +127,18 @@ class Estimate:
         """Two-sided normal p-value for H0: value = 0."""
         return float(2.0 * ndtr(-abs(self.zstat)))
 
-    def conf_int(self, alpha: float = 0.05, method: str | None = None) -> tuple[float, float]:
+    def conf_int(self, alpha: float | None = None,
+                 method: str | None = None) -> tuple[float, float]:
         """Two-sided :math:`1-\\alpha` confidence interval ``(lower, upper)``.
 
         Parameters
         ----------
-        alpha : float
-            Level; 0.05 gives a 95% interval.
+        alpha : float, optional
+            Level; 0.05 gives a 95% interval. Default ``self.alpha``.
         method : {"normal", "percentile"}, optional
             Defaults to ``self.ci_method``; "percentile" needs bootstrap replicates.
         """
-        alpha = check_alpha(alpha)
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
         method = self.ci_method if method is None else method
         if method == "normal":
             half = ndtri(1 - alpha / 2) * self.std_error
@@ -139,7 +150,7 @@ class Estimate:
             return (float(lo), float(hi))
         raise ValueError(f"method must be one of {_CI_METHODS}; got {method!r}")
 
-    def to_frame(self, alpha: float = 0.05) -> pd.DataFrame:
+    def to_frame(self, alpha: float | None = None) -> pd.DataFrame:
         """One-row DataFrame: estimate, std_error, z, p_value, ci_lower, ci_upper, details."""
         lo, hi = self.conf_int(alpha)
         row = {"estimate": self.value, "std_error": self.std_error, "z": self.zstat,
@@ -148,8 +159,9 @@ class Estimate:
         index = pd.Index([self.method or self.name], name="method")
         return pd.DataFrame([row], index=index)
 
-    def summary(self, alpha: float = 0.05) -> str:
+    def summary(self, alpha: float | None = None) -> str:
         """A statsmodels-style text table."""
+        alpha = self.alpha if alpha is None else alpha
         lo, hi = self.conf_int(alpha)
         level = f"{100 * (1 - alpha):g}%"
         title = f"{self.method or 'Estimate'}: {self.name}"
@@ -236,6 +248,8 @@ def inverse_variance_pool(estimates: Sequence[Estimate], *, name: str | None = N
 
 
 def _resample(data, idx):
+    if hasattr(data, "take") and hasattr(data, "n_rows"):
+        return data.take(idx)
     if isinstance(data, pd.DataFrame):
         return data.iloc[idx].reset_index(drop=True)
     if isinstance(data, Mapping):
@@ -248,6 +262,8 @@ def _resample(data, idx):
 
 
 def _n_rows(data) -> int:
+    if hasattr(data, "take") and hasattr(data, "n_rows"):
+        return data.n_rows
     if isinstance(data, Mapping):
         lengths = {k: len(v) for k, v in data.items()}
     elif isinstance(data, tuple):
@@ -277,7 +293,7 @@ def _one_replicate(fit_fn, data, strata, n, seed):
 
 def bootstrap(fit_fn: Callable, data, n_boot: int = 500, random_state=None, n_jobs: int = 1, *,
               strata=None, ci_method: str = "percentile", name: str = "ATE",
-              method: str | None = None, progress: bool = False) -> Estimate:
+              method: str | None = None, progress: bool = False, point=None) -> Estimate:
     """Nonparametric bootstrap of a whole estimation pipeline.
 
     ``fit_fn(data)`` must return the point estimate (a float, or an :class:`Estimate`) computed
@@ -290,11 +306,12 @@ def bootstrap(fit_fn: Callable, data, n_boot: int = 500, random_state=None, n_jo
     ----------
     fit_fn : callable
         Maps data of the same structure as ``data`` to an estimate.
-    data : DataFrame, ndarray, tuple or dict of equal-length arrays
-        Rows are resampled jointly across all parts.
+    data : DataFrame, ndarray, tuple or dict of equal-length arrays, or a data container
+        Rows are resampled jointly across all parts. A container (an object with ``n_rows``
+        and ``take(idx)``, as the estimators' validated data) resamples itself.
     n_boot : int
         Number of replicates.
-    random_state : int or None
+    random_state : int, SeedSequence or None
         Replicate ``b`` uses the seed ``SeedSequence(random_state).spawn`` child ``b``, so results
         do not depend on ``n_jobs``.
     n_jobs : int
@@ -304,6 +321,8 @@ def bootstrap(fit_fn: Callable, data, n_boot: int = 500, random_state=None, n_jo
     ci_method : {"percentile", "normal"}
     progress : bool
         Show a tqdm progress bar.
+    point : float, optional
+        The full-sample estimate when already computed (``fit_fn(data)`` is then not called).
 
     Returns
     -------
@@ -325,9 +344,13 @@ def bootstrap(fit_fn: Callable, data, n_boot: int = 500, random_state=None, n_jo
         strata = np.asarray(strata)
         if strata.shape != (n,):
             raise ValueError(f"strata must have length {n}; got shape {strata.shape}")
-    point = fit_fn(data)
+    if point is None:
+        point = fit_fn(data)
     point = point.value if isinstance(point, Estimate) else float(point)
-    seeds = np.random.SeedSequence(random_state).spawn(n_boot)
+    root = (np.random.SeedSequence(random_state.entropy, spawn_key=random_state.spawn_key)
+            if isinstance(random_state, np.random.SeedSequence)
+            else np.random.SeedSequence(random_state))
+    seeds = root.spawn(n_boot)
     jobs = (delayed(_one_replicate)(_as_float_fn(fit_fn), data, strata, n, s) for s in seeds)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     if progress:
