@@ -321,4 +321,4 @@ class CausalEstimator(BaseEstimator):
         from causalkit.plotting import plot_estimates
 
         est = self.estimate(**estimate_kwargs)
-        return plot_estimates({est.method or self._label: est}, ax=ax)
+        return plot_estimates({est.method or self._label: est}, ax=ax).figure
