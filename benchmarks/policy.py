@@ -39,7 +39,7 @@ def main(argv=None):
     directions = np.random.default_rng(1).normal(size=(args.policies, p))
 
     start = time.perf_counter()
-    value = TargetPolicyValue(cv=5, random_state=0).fit(Xs, a, y, Xt)
+    value = TargetPolicyValue(cv=5, random_state=0).fit(Xs, y, a, X_target=Xt)
     fit_s = time.perf_counter() - start
     start = time.perf_counter()
     for d in directions:
@@ -48,7 +48,7 @@ def main(argv=None):
 
     start = time.perf_counter()
     TargetPolicyLearner(TargetPolicyValue(cv=5, random_state=0), policy="linear",
-                        random_state=0).fit(Xs, a, y, Xt)
+                        random_state=0).fit(Xs, y, a, X_target=Xt)
     learner_s = time.perf_counter() - start
 
     from econml.policy import DRPolicyTree

@@ -57,10 +57,10 @@ def one_split(nsw, rng):
     seed = int(rng.integers(2**31 - 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CausalkitWarning)
-        value = TargetPolicyValue(cv=5, random_state=seed).fit(Xs, As, Ys, Xt)
+        value = TargetPolicyValue(cv=5, random_state=seed).fit(Xs, Ys, As, X_target=Xt)
         learner = TargetPolicyLearner(TargetPolicyValue(cv=5, random_state=seed), policy="tree",
                                       depth=1, min_samples_leaf=20,
-                                      random_state=seed).fit(Xs, As, Ys, Xt)
+                                      random_state=seed).fit(Xs, Ys, As, X_target=Xt)
     policies["learned depth-1 tree"] = learner.predict
     rows = []
     for name, policy in policies.items():

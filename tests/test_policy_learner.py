@@ -7,6 +7,7 @@ import pytest
 from scipy.optimize import check_grad
 from scipy.special import softmax
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
 from causalkit import Estimate
 from causalkit.policy import TargetPolicyLearner, TargetPolicyValue, dgps
@@ -93,7 +94,7 @@ def test_learner_finds_near_optimal_target_policy(shifted_data, policy):
     m = dgps.SHIFTS["moderate"]
     learner = TargetPolicyLearner(TargetPolicyValue(cv=2, random_state=0), policy=policy,
                                   max_iter=300, random_state=0)
-    learner.fit(d["X_source"], d["treatment"], d["y"], d["X_target"])
+    learner.fit(d["X_source"], d["y"], d["treatment"], X_target=d["X_target"])
     optimum = dgps.true_value("estimation", None, m)
     value = dgps.true_value("estimation", learner.predict_proba, m, n_mc=400_000)
     # the optimal rule 1{0.5 + x1 - x3 > 0} is linear; a depth-2 tree approximates it
@@ -112,12 +113,12 @@ def test_learner_labels_three_arms_and_fresh_evaluation():
     labels = np.array([-1.0, 4.0, 7.0])
     learner = TargetPolicyLearner(TargetPolicyValue(cv=2, random_state=0), policy="linear",
                                   random_state=0)
-    learner.fit(d["X_source"], labels[d["treatment"]], d["y"], d["X_target"])
+    learner.fit(d["X_source"], d["y"], labels[d["treatment"]], X_target=d["X_target"])
     assert set(learner.predict(d["X_target"])) <= set(labels)
     fresh = dgps.simulate("estimation3", np.random.default_rng(4), n_source=1500, n_target=1500,
                           shift=dgps.SHIFTS["moderate"])
-    value = learner.policy_value(fresh["X_source"], labels[fresh["treatment"]], fresh["y"],
-                                 fresh["X_target"])
+    value = learner.policy_value(fresh["X_source"], fresh["y"], labels[fresh["treatment"]],
+                                 X_target=fresh["X_target"])
     truth = dgps.true_value("estimation3",
                             lambda X: np.eye(3)[np.searchsorted(labels, learner.predict(X))],
                             dgps.SHIFTS["moderate"], n_mc=400_000)
@@ -125,29 +126,30 @@ def test_learner_labels_three_arms_and_fresh_evaluation():
     assert lo < truth < hi
     assert learner.policy_value() is learner.value_
     soft = clone(learner).set_params(deterministic=False).fit(
-        d["X_source"], labels[d["treatment"]], d["y"], d["X_target"])
+        d["X_source"], d["y"], labels[d["treatment"]], X_target=d["X_target"])
     p = soft.predict_proba(d["X_target"][:20])
     assert np.allclose(p.sum(axis=1), 1) and (p > 0).all()
 
 
 def test_learner_errors():
     d = dgps.simulate("estimation", np.random.default_rng(0), n_source=200, n_target=200)
-    args = (d["X_source"], d["treatment"], d["y"], d["X_target"])
+    args = (d["X_source"], d["y"], d["treatment"])
+    kw = {"X_target": d["X_target"]}
     with pytest.raises(ValueError, match="policy must be one of"):
-        TargetPolicyLearner(policy="forest").fit(*args)
+        TargetPolicyLearner(policy="forest").fit(*args, **kw)
     with pytest.raises(TypeError, match="value must be a TargetPolicyValue"):
-        TargetPolicyLearner(value="dr").fit(*args)
+        TargetPolicyLearner(value="dr").fit(*args, **kw)
     with pytest.raises(ValueError, match="depth must be 1 or 2"):
-        TargetPolicyLearner(policy="tree", depth=3).fit(*args)
-    with pytest.raises(ValueError, match="not fitted"):
+        TargetPolicyLearner(policy="tree", depth=3).fit(*args, **kw)
+    with pytest.raises(NotFittedError):
         TargetPolicyLearner().predict(d["X_target"])
-    fitted = TargetPolicyLearner(TargetPolicyValue(cv=2), policy="tree", depth=1).fit(*args)
+    fitted = TargetPolicyLearner(TargetPolicyValue(cv=2), policy="tree", depth=1).fit(*args, **kw)
     with pytest.raises(ValueError, match="columns"):
         fitted.predict(d["X_target"][:, :2])
-    with pytest.raises(ValueError, match="all of X_source"):
+    with pytest.raises(ValueError, match="all of X, y, treatment"):
         fitted.policy_value(d["X_source"])
     with pytest.raises(ValueError, match="X_target must have at least 1 row"):
-        TargetPolicyLearner(TargetPolicyValue(cv=2)).fit(*args[:3], d["X_target"][:0])
+        TargetPolicyLearner(TargetPolicyValue(cv=2)).fit(*args, X_target=d["X_target"][:0])
 
 
 def test_exhaustive_grid_of_constructor_params_clone():

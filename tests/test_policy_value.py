@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 from sklearn.dummy import DummyClassifier
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from causalkit import Estimate
@@ -23,8 +24,8 @@ def _data(seed=0, n_source=800, n_target=600, shift=(0.5, 0.5, 0.0), design="est
 def _fit(data, **kwargs):
     kwargs.setdefault("cv", 3)
     kwargs.setdefault("random_state", 0)
-    return TargetPolicyValue(**kwargs).fit(data["X_source"], data["treatment"], data["y"],
-                                           data["X_target"])
+    return TargetPolicyValue(**kwargs).fit(data["X_source"], data["y"], data["treatment"],
+                                           X_target=data["X_target"])
 
 
 OPTIMAL = dgps.optimal_policy("estimation")
@@ -67,7 +68,7 @@ def test_no_shift_equals_standard_aipw_on_pooled_covariates():
     pooled = np.vstack([Xs, data["X_target"]])
     est = TargetPolicyValue(propensity_model=LogisticRegression(max_iter=1000),
                             domain_model=DummyClassifier(strategy="prior"), cv=4,
-                            normalize=False, random_state=1).fit(Xs, a, y, pooled)
+                            normalize=False, random_state=1).fit(Xs, y, a, X_target=pooled)
     assert np.allclose(est.weights_, 1.0, atol=1e-12)
     mu_s, mu_p, e_s = np.empty((800, 2)), np.empty((pooled.shape[0], 2)), np.empty((800, 2))
     for k in range(4):
@@ -127,7 +128,7 @@ def test_three_arms_labels_and_dataframes():
     cols = ["age", "dose", "score"]
     Xs = pd.DataFrame(data["X_source"], columns=cols)
     Xt = pd.DataFrame(data["X_target"], columns=cols)
-    est = TargetPolicyValue(cv=3, random_state=0).fit(Xs, labels, data["y"], Xt)
+    est = TargetPolicyValue(cv=3, random_state=0).fit(Xs, data["y"], labels, X_target=Xt)
     assert est.arms_.tolist() == [10.0, 20.0, 30.0]
     assert est.propensity_.shape == (800, 3)
     by_name = est.estimate(lambda X: np.where(X["age"] > 0, 20.0, 10.0))
@@ -153,7 +154,7 @@ def test_weak_overlap_warns_and_cap_counts():
 def test_sklearn_protocol():
     est = TargetPolicyValue(cv=4, min_propensity=0.01)
     assert clone(est).get_params() == est.get_params()
-    with pytest.raises(ValueError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         est.estimate(1)
 
 
@@ -176,26 +177,26 @@ def test_bad_samples_raise(fitted):
     Xs, a, y, Xt = data["X_source"], data["treatment"], data["y"], data["X_target"]
     est = TargetPolicyValue(cv=3)
     with pytest.raises(ValueError, match="X_target must have at least 1 row"):
-        est.fit(Xs, a, y, Xt[:0])
+        est.fit(Xs, y, a, X_target=Xt[:0])
     with pytest.raises(ValueError, match="X_target needs at least cv=3 rows"):
-        est.fit(Xs, a, y, Xt[:2])
+        est.fit(Xs, y, a, X_target=Xt[:2])
     with pytest.raises(ValueError, match="X_target has 2 columns"):
-        est.fit(Xs, a, y, Xt[:, :2])
-    with pytest.raises(ValueError, match="X_target columns"):
-        est.fit(pd.DataFrame(Xs, columns=list("abc")), a, y,
-                pd.DataFrame(Xt, columns=list("abd")))
+        est.fit(Xs, y, a, X_target=Xt[:, :2])
+    with pytest.raises(ValueError, match="X_target lacks the covariate column"):
+        est.fit(pd.DataFrame(Xs, columns=list("abc")), y, a,
+                X_target=pd.DataFrame(Xt, columns=list("abd")))
     with pytest.raises(ValueError, match="at least 2 arms"):
-        est.fit(Xs, np.zeros(300), y, Xt)
+        est.fit(Xs, y, np.zeros(300), X_target=Xt)
     with pytest.raises(ValueError, match="treatment has length"):
-        est.fit(Xs, a[:-1], y, Xt)
+        est.fit(Xs, y, a[:-1], X_target=Xt)
     with pytest.raises(ValueError, match="y contains NaN"):
-        est.fit(Xs, a, np.where(np.arange(300) == 4, np.nan, y), Xt)
+        est.fit(Xs, np.where(np.arange(300) == 4, np.nan, y), a, X_target=Xt)
     with pytest.raises(ValueError, match="arm 2.0 has 1"):
-        est.fit(Xs, np.where(np.arange(300) == 0, 2, a), y, Xt)
+        est.fit(Xs, y, np.where(np.arange(300) == 0, 2, a), X_target=Xt)
     with pytest.raises(ValueError, match="cv must be"):
-        TargetPolicyValue(cv=1).fit(Xs, a, y, Xt)
+        TargetPolicyValue(cv=1).fit(Xs, y, a, X_target=Xt)
     with pytest.raises(ValueError, match="min_propensity"):
-        TargetPolicyValue(min_propensity=0.7).fit(Xs, a, y, Xt)
+        TargetPolicyValue(min_propensity=0.7).fit(Xs, y, a, X_target=Xt)
 
 
 def test_bad_policies_raise(fitted):

@@ -23,13 +23,14 @@ import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
+from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures
 
 from causalkit.plotting import plot_estimates
 from causalkit.policy import TargetPolicyLearner, TargetPolicyValue, dgps
-from causalkit.policy.plots import plot_overlap, plot_policy_map
+from causalkit.policy.plots import plot_policy_map
 
 QUICK = os.environ.get("CAUSALKIT_QUICK") == "1"
 N = 800 if QUICK else 3000
@@ -58,10 +59,11 @@ print(f"source: {Xs.shape[0]} rows, {a.mean():.0%} treated; target: {Xt.shape[0]
 
 # %%
 outcome = make_pipeline(PolynomialFeatures(2), LinearRegression())
-value = TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0).fit(Xs, a, y, Xt)
+value = TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0)
+value.fit(Xs, y, a, X_target=Xt)
 diag = value.diagnostics()
 print({k: round(v, 3) for k, v in diag.items() if isinstance(v, float)})
-plot_overlap(value)
+value.plot()
 plt.tight_layout()
 plt.show()
 
@@ -87,6 +89,16 @@ for name, rule in rules.items():
           f"source-only {src.value:6.3f}   true target value {truth:6.3f}")
 
 # %% [markdown]
+# These are influence-function (normal) intervals. `inference="bootstrap"` instead refits every
+# nuisance model on two-sample resamples (source rows within arms, target rows within the
+# target) and reports the percentile interval:
+
+# %%
+boot = value.estimate(rules["treat if x3 < 0"], inference="bootstrap",
+                      n_boot=50 if QUICK else 200)
+print(boot.summary())
+
+# %% [markdown]
 # ## Learning a rule for the target vs for the source
 #
 # `TargetPolicyLearner` maximises the estimated *target* value over depth-2 trees (exhaustive
@@ -96,10 +108,10 @@ for name, rule in rules.items():
 # (held-out) estimate, not the optimistic in-sample value.
 
 # %%
-target_rule = TargetPolicyLearner(TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0),
-                                  policy="tree", depth=2, random_state=0).fit(Xs, a, y, Xt)
-source_rule = TargetPolicyLearner(TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0),
-                                  policy="tree", depth=2, random_state=0).fit(Xs, a, y, Xs)
+learner = TargetPolicyLearner(TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0),
+                              policy="tree", depth=2, random_state=0)
+target_rule = clone(learner).fit(Xs, y, a, X_target=Xt)
+source_rule = clone(learner).fit(Xs, y, a, X_target=Xs)
 optimum = dgps.true_value("learning", None, shift, n_mc=200_000)
 estimates = {}
 for name, rule in {"target-trained tree": target_rule, "source-trained tree": source_rule}.items():

@@ -15,15 +15,25 @@ cross-fitted: the stacked rows are split into ``cv`` folds, a policy is learned 
 and evaluated on it, and the target-DR estimate (with its two-sample SE) is formed from these
 held-out assignments. It estimates the value of the learning procedure at this sample size; the
 final policy (``predict``) is refitted on all rows.
+
+``estimate(inference="bootstrap")`` is the two-sample pipeline bootstrap of the whole learner:
+on each resample (source rows within arms, target rows within the target) the value estimator,
+the held-out evaluation and the policy are refitted, and the held-out value recorded.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import BaseEstimator, clone
-from sklearn.model_selection import StratifiedKFold
+import numbers
 
-from causalkit._validation import check_array, check_positive_int, check_random_state
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
+
+from causalkit._base import CausalEstimator
+from causalkit._validation import check_array, check_positive_int, child_seed, seed_int
+from causalkit.nuisance import make_folds
+from causalkit.policy._data import policy_data
 from causalkit.policy._policies import one_hot
 from causalkit.policy.smooth import fit_linear_policy, fit_mlp_policy
 from causalkit.policy.trees import fit_policy_tree, predict_tree
@@ -45,14 +55,15 @@ class _TreePolicy:
         return one_hot(predict_tree(self.tree, X), np.arange(self.n_arms, dtype=float))
 
 
-class TargetPolicyLearner(BaseEstimator):
+class TargetPolicyLearner(CausalEstimator):
     """Policy learner that maximises the estimated value in a covariate-shifted target.
 
     Parameters
     ----------
     value : TargetPolicyValue, optional
         Value estimator (nuisance models, folds, clipping); cloned. Default
-        ``TargetPolicyValue()``.
+        ``TargetPolicyValue()``. When its ``random_state`` is unset it is seeded from this
+        learner's ``random_state``.
     policy : {"linear", "mlp", "tree"}
         Policy class: linear softmax rule, one-hidden-layer softmax network, or a depth-1/2 tree
         found by exhaustive search.
@@ -74,10 +85,12 @@ class TargetPolicyLearner(BaseEstimator):
         L-BFGS iterations (linear) or Adam steps (MLP).
     deterministic : bool
         Deploy the argmax arm (default). ``False`` deploys the smooth probabilities (linear/MLP).
-    cv : int
-        Folds of the cross-fitted (held-out) evaluation behind ``value_``.
-    random_state : int, optional
-        Seed of the held-out folds and of the MLP initialisation.
+    cv : int, scikit-learn splitter or precomputed folds
+        Folds of the cross-fitted (held-out) evaluation behind ``value_``, over the stacked
+        source and target rows (an int stratifies them on the sample).
+    random_state : None, int or numpy SeedSequence
+        Seeds the value estimator (when its own is unset), the held-out folds, the MLP
+        initialisations and the bootstrap, each through its own stream.
 
     Attributes
     ----------
@@ -89,11 +102,27 @@ class TargetPolicyLearner(BaseEstimator):
         Held-out target-DR value of the learned policy (see the module docstring).
     arms_ : ndarray
         Treatment arms (column order of ``predict_proba``).
+    folds_ : list of (ndarray, ndarray)
+        Held-out folds over the stacked rows (source first).
+    fold_models_ : list
+        The policy learned without each fold.
+    feature_names_in_ : ndarray of str
 
     Notes
     -----
-    Larger outcomes are better; negate ``y`` for harmful outcomes.
+    Larger outcomes are better; negate ``y`` for harmful outcomes. ``estimate()`` returns
+    ``value_`` (``inference="influence"``, the default) or its pipeline bootstrap (module
+    docstring). The nuisance models are those of ``value``. The estimates depend on row order
+    only through the random fold splits; the held-out value follows its split more than a
+    cross-fitted value estimate does, since each fold's policy is learned on the other folds
+    (in a simulated example with 300 source and 300 target rows, its SD over seeds was about
+    0.6 of its standard error).
     """
+
+    _nuisance_slots = {}
+    _row_order_dependent = True
+    _label = "Target policy learner"
+    _estimand = "learned policy value (held-out)"
 
     def __init__(self, value=None, policy="linear", depth=2, n_thresholds=32, min_samples_leaf=5,
                  l2=1e-3, temperature=1.0, hidden_units=16, learning_rate=0.05, max_iter=500,
@@ -122,7 +151,8 @@ class TargetPolicyLearner(BaseEstimator):
             raise ValueError(f"depth must be 1 or 2; got {self.depth!r}")
         for name in ("n_thresholds", "min_samples_leaf", "hidden_units", "max_iter"):
             check_positive_int(getattr(self, name), name)
-        check_positive_int(self.cv, "cv", minimum=2)
+        if isinstance(self.cv, numbers.Integral):
+            check_positive_int(self.cv, "cv", minimum=2)
         for name in ("temperature", "learning_rate"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"{name} must be positive; got {getattr(self, name)!r}")
@@ -147,33 +177,54 @@ class TargetPolicyLearner(BaseEstimator):
             return one_hot(np.argmax(proba, axis=1), np.arange(proba.shape[1], dtype=float))
         return proba
 
-    def fit(self, X_source, treatment, y, X_target):
+    def fit(self, X, y=None, treatment=None, *args, X_target=None, covariates=None):
         """Fit the value estimator, the held-out evaluation and the final policy.
 
-        Parameters are those of :meth:`TargetPolicyValue.fit`. Returns ``self``.
+        Parameters and errors are those of :meth:`TargetPolicyValue.fit`:
+        ``fit(X, y, treatment, X_target=..., covariates=None)``. Returns ``self``.
         """
         self._check_params()
+        return self._fit_data(policy_data(self, X, y, treatment, args, X_target, covariates))
+
+    def _fit(self, data):
         value = clone(self.value) if self.value is not None else TargetPolicyValue()
-        self.value_estimator_ = value.fit(X_source, treatment, y, X_target)
-        self.arms_ = self.value_estimator_.arms_
-        self.n_features_in_ = self.value_estimator_.n_features_in_
-        X, gamma, is_target = self.value_estimator_.score_matrix()
-        rng = check_random_state(self.random_state)
-        seeds = rng.integers(0, 2**31 - 1, size=self.cv + 2)
+        if value.random_state is None:
+            value.set_params(random_state=seed_int(self.seed_for("value")))
+        self.value_estimator_ = value._fit_data(data)
+        self.arms_ = value.arms_
+        self.n_features_in_ = value.n_features_in_
+        self.feature_names_in_ = value.feature_names_in_
+        X, gamma, is_target = value.score_matrix()
+        self.folds_ = make_folds(self.cv, X.shape[0], stratify=is_target,
+                                 random_state=self.seed_for("heldout_folds"))
+        seeds = self.seed_for("policy")
         held_out = np.empty_like(gamma)
-        folds = StratifiedKFold(self.cv, shuffle=True, random_state=int(seeds[0]))
-        for k, (train, test) in enumerate(folds.split(X, is_target)):
-            model = self._fit_policy(X[train], gamma[train], int(seeds[k + 1]))
+        self.fold_models_ = []
+        for k, (train, test) in enumerate(self.folds_):
+            model = self._fit_policy(X[train], gamma[train], seed_int(child_seed(seeds, k)))
             held_out[test] = self._deploy(model, X[test])
+            self.fold_models_.append(model)
         n_s = int(np.sum(~is_target))
-        self.value_ = self.value_estimator_.estimate_matrices(
-            held_out[:n_s], held_out[n_s:], "dr", name="learned policy value (held-out)")
-        self.policy_model_ = self._fit_policy(X, gamma, int(seeds[-1]))
-        return self
+        self.value_ = value.estimate_matrices(held_out[:n_s], held_out[n_s:], "dr",
+                                              name=self._estimand)
+        self.policy_model_ = self._fit_policy(X, gamma,
+                                              seed_int(child_seed(seeds, len(self.folds_))))
+
+    def _point_estimate(self, target=None):
+        return self.value_.value
+
+    def _influence_estimate(self, target=None):
+        return self.value_.copy()
+
+    def _details(self):
+        return self.value_estimator_._details()
 
     def _check_X(self, X):
-        if not hasattr(self, "policy_model_"):
-            raise ValueError("this TargetPolicyLearner is not fitted yet; call fit(...) first")
+        check_is_fitted(self, "policy_model_")
+        if isinstance(X, pd.DataFrame) and self.data_.is_frame and \
+                list(map(str, X.columns)) != list(self.feature_names_in_):
+            raise ValueError(f"X columns {list(map(str, X.columns))} differ from the fitted "
+                             f"covariates {list(self.feature_names_in_)}")
         X = check_array(X, "X")
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} columns; the policy was fitted with "
@@ -191,22 +242,40 @@ class TargetPolicyLearner(BaseEstimator):
         proba = self._deploy(self.policy_model_, X)
         return self.arms_[np.argmax(proba, axis=1)]
 
-    def policy_value(self, X_source=None, treatment=None, y=None, X_target=None, method="dr"):
+    def plot(self, ax=None, features=(0, 1)):
+        """Policy map: the target rows on two covariates (``features``, column indices),
+        coloured by the arm the learned policy assigns, titled with the held-out value.
+        Returns the matplotlib Figure."""
+        from causalkit.policy.plots import plot_policy_map
+
+        check_is_fitted(self, "policy_model_")
+        lo, hi = self.value_.conf_int()
+        title = (f"held-out target value {self.value_.value:.3g} "
+                 f"[{lo:.3g}, {hi:.3g}] ({100 * (1 - self.value_.alpha):g}% CI)")
+        if self.n_features_in_ == 1:
+            features = (0, 0)
+        return plot_policy_map(self, self.value_estimator_.X_target_, features=features,
+                               feature_names=list(self.feature_names_in_), arms=self.arms_,
+                               ax=ax, title=title).figure
+
+    def policy_value(self, X=None, y=None, treatment=None, *args, X_target=None,
+                     covariates=None, method="dr"):
         """Target value of the learned policy.
 
         Without data, the held-out estimate ``value_``. With fresh samples (not used for
-        learning), a clone of the value estimator is fitted on them and evaluates the final
-        policy there, which is the honest check of a deployed rule.
+        learning), given as to :meth:`fit`, a clone of the value estimator is fitted on them and
+        evaluates the final policy there, which is the honest check of a deployed rule.
         """
-        given = [v is not None for v in (X_source, treatment, y, X_target)]
-        if not any(given):
-            if not hasattr(self, "value_"):
-                raise ValueError("this TargetPolicyLearner is not fitted yet; call fit(...) first")
+        given = [v is not None for v in (X, y, treatment, X_target)]
+        if not any(given) and not args:
+            check_is_fitted(self, "value_")
             return self.value_
+        check_is_fitted(self, "policy_model_")
         if not all(given):
-            raise ValueError("policy_value needs all of X_source, treatment, y and X_target "
-                             "(or none of them)")
-        evaluator = clone(self.value_estimator_).fit(X_source, treatment, y, X_target)
+            raise ValueError("policy_value needs all of X, y, treatment and X_target (or none "
+                             "of them)")
+        evaluator = clone(self.value_estimator_).fit(X, y, treatment, *args, X_target=X_target,
+                                                     covariates=covariates)
         if not np.array_equal(evaluator.arms_, self.arms_):
             raise ValueError(f"the evaluation sample has arms {evaluator.arms_.tolist()}; the "
                              f"policy was learned with {self.arms_.tolist()}")

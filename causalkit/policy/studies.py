@@ -77,7 +77,7 @@ def _value_estimator(data, *, spec, policy, method):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CausalkitWarning)
             data["cache"][spec] = nuisance_spec(spec, random_state=data["seed"]).fit(
-                data["X_source"], data["treatment"], data["y"], data["X_target"])
+                data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
     fitted = data["cache"][spec]
     est = fitted.estimate(policy, method)
     est.details.update(ess_fraction=fitted.weight_summary()["ess_fraction"])
@@ -122,7 +122,7 @@ def _ck_learner(data, *, policy, outcome="linear", **kwargs):
         PolynomialFeatures(2), LinearRegression())
     value = TargetPolicyValue(outcome_model, cv=2, random_state=data["seed"])
     return TargetPolicyLearner(value, policy=policy, random_state=data["seed"], **kwargs).fit(
-        data["X_source"], data["treatment"], data["y"], data["X_target"])
+        data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
 
 
 def _econml(data, *, forest):

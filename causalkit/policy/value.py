@@ -23,27 +23,30 @@ for External Validity under a Covariate Shift", NeurIPS 2020.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import roc_auc_score
-from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
 
-from causalkit._validation import (
-    check_array,
-    check_positive_int,
-    check_random_state,
-    check_vector,
-    feature_names_of,
-)
+from causalkit._base import CausalEstimator
+from causalkit._validation import check_array, check_positive_int, seed_int
 from causalkit.exceptions import OverlapWarning
 from causalkit.inference import Estimate, contrast
-from causalkit.nuisance import clip_probabilities, fit_clone, predict_positive_proba
+from causalkit.nuisance import (
+    clip_probabilities,
+    default_if_none,
+    fit_clone,
+    make_folds,
+    predict_positive_proba,
+    seeded,
+)
+from causalkit.policy._data import policy_data
 from causalkit.policy._policies import one_hot, policy_matrix
 
 __all__ = ["TargetPolicyValue", "METHODS"]
@@ -59,48 +62,59 @@ _METHOD_LABELS = {"dr": "Target DR (efficient)", "direct": "Direct (outcome regr
 MIN_ESS_FRACTION = 0.1
 
 
-def _validate_samples(X_source, treatment, y, X_target):
-    """Validate the two samples; return arrays, the sorted arms and the feature names."""
-    Xs = check_array(X_source, "X_source")
-    Xt = check_array(X_target, "X_target")
-    if Xt.shape[1] != Xs.shape[1]:
-        raise ValueError(f"X_target has {Xt.shape[1]} columns but X_source has {Xs.shape[1]}; "
-                         "both samples need the same covariates")
-    names = feature_names_of(X_source, Xs.shape[1])
-    both_frames = isinstance(X_source, pd.DataFrame) and isinstance(X_target, pd.DataFrame)
-    if both_frames and list(map(str, X_target.columns)) != names:
-        raise ValueError(f"X_target columns {list(map(str, X_target.columns))} differ from "
-                             f"X_source columns {names}")
-    a = check_vector(treatment, "treatment", n=Xs.shape[0])
-    y = check_vector(y, "y", n=Xs.shape[0])
-    arms = np.unique(a)
-    if arms.size < 2:
-        raise ValueError(f"treatment must contain at least 2 arms in the source; "
-                         f"got {arms.tolist()}")
-    return Xs, a, y, Xt, arms, names
+def _default_regressor():
+    return make_pipeline(StandardScaler(), LinearRegression())
 
 
 def _default_classifier():
     return make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
 
 
-class TargetPolicyValue(BaseEstimator):
+class _Identity:
+    """Bootstrap-cache key of a policy object: equal only to itself, and holding a reference
+    so that its ``id`` cannot be reused while the key lives."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+
+def _target_key(policy, method):
+    """Cache key of ``(policy, method)``: arm labels by value, other policies by identity."""
+    if isinstance(policy, numbers.Real) and not isinstance(policy, bool):
+        return (float(policy), method)
+    return (_Identity(policy), method)
+
+
+class TargetPolicyValue(CausalEstimator):
     """Doubly robust, efficient estimator of a policy's value in a covariate-shifted target.
 
     Parameters
     ----------
-    outcome_model : sklearn regressor, optional
-        Source outcome regression :math:`\\mu(a, x)`; default ``LinearRegression()``.
-    propensity_model : sklearn classifier, optional
+    outcome_model : scikit-learn regressor or Pipeline, optional
+        Source outcome regression :math:`\\mu(a, x)`; default
+        ``make_pipeline(StandardScaler(), LinearRegression())``: least squares, whose fit does
+        not depend on the covariates' units (scikit-learn's ``LinearRegression`` alone
+        truncates singular values below ``tol`` times the largest, so a covariate in much
+        larger units than the others silently drops them).
+    propensity_model : scikit-learn classifier or Pipeline, optional
         Source propensity :math:`e(a \\mid x)` (multi-class for K arms); default
         ``make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))``.
-    domain_model : sklearn classifier, optional
+    domain_model : scikit-learn classifier or Pipeline, optional
         Domain classifier :math:`\\rho(x) = P(\\text{source} \\mid x)` on the stacked samples;
         default: the same standardised logistic regression. Use calibrated probabilities (logistic
         models, or calibrated boosting): the density ratio is their odds.
-    cv : int
-        Number of cross-fitting folds; both samples are split, so no source or target row is
-        scored by a model that saw it.
+    cv : int or scikit-learn splitter
+        Cross-fitting folds, built by :func:`causalkit.nuisance.make_folds` on each sample
+        (the source stratified on the arm); both samples are split into the same number of
+        folds, so no source or target row is scored by a model that saw it.
     min_propensity : float
         Lower clip of :math:`\\hat e(a \\mid x)`.
     domain_clip : float
@@ -119,8 +133,10 @@ class TargetPolicyValue(BaseEstimator):
         Horvitz-Thompson form shown in the Notes section.
     per_arm : bool
         Fit one outcome model per arm (default) instead of one model on ``[X, one-hot(A)]``.
-    random_state : int, optional
-        Seed of the fold split.
+    random_state : None, int or numpy SeedSequence
+        Seeds the two fold splits, the nuisance models whose ``random_state`` is unset and the
+        bootstrap, each through its own stream
+        (:meth:`~causalkit._base.CausalEstimator.seed_for`).
 
     Attributes
     ----------
@@ -140,8 +156,15 @@ class TargetPolicyValue(BaseEstimator):
         :math:`1/\\hat e(A_i|X_i)`, normalised within arms when ``normalize``.
     residuals_ : ndarray of shape (n_S,)
         :math:`Y_i - \\hat\\mu(A_i, X_i)`.
+    folds_ : dict
+        ``{"source": [...], "target": [...]}``: the ``(train, test)`` index pairs of each sample;
+        fold ``k`` trains on both samples' ``train`` rows and scores both ``test`` sets.
     source_folds_, target_folds_ : ndarray of int
         Fold of each row.
+    outcome_models_, propensity_models_, domain_models_ : list
+        Fitted nuisance models per fold (outcome: a list per arm when ``per_arm``).
+    feature_names_in_ : ndarray of str
+        Covariate names (DataFrame columns, else ``x0, x1, ...``).
 
     Notes
     -----
@@ -158,15 +181,31 @@ class TargetPolicyValue(BaseEstimator):
     values of the source rows, then the target rows, scaled to the stacked size
     :math:`n = n_S + n_T` so that :func:`causalkit.inference.contrast` applies directly.
 
+    ``inference="bootstrap"`` in :meth:`estimate` is the two-sample pipeline bootstrap: source
+    rows are resampled within arms and target rows within the target, every nuisance is
+    refitted, and the same policy is evaluated on each resample.
+
+    Covariates that are constant or collinear on the stacked samples give a
+    :class:`~causalkit.exceptions.RankDeficientWarning` naming them. The estimate depends on
+    row order only through the random fold split.
+
     Weak overlap (:math:`\\widehat{ESS}/n_S < 0.1`, :math:`\\widehat{ESS} = (\\sum \\hat w)^2 /
     \\sum \\hat w^2`) raises an :class:`~causalkit.exceptions.OverlapWarning`; intervals then
     tend to under-cover.
 
     Examples
     --------
-    >>> est = TargetPolicyValue(cv=2, random_state=0).fit(Xs, a, y, Xt)   # doctest: +SKIP
-    >>> est.estimate(lambda X: (X[:, 0] > 0).astype(int)).conf_int()       # doctest: +SKIP
+    >>> est = TargetPolicyValue(cv=2, random_state=0).fit(Xs, y, a, X_target=Xt)  # doctest: +SKIP
+    >>> est.estimate(lambda X: (X[:, 0] > 0).astype(int)).conf_int()            # doctest: +SKIP
+    >>> TargetPolicyValue().fit(df_source, y="y", treatment="a",                 # doctest: +SKIP
+    ...                         X_target=df_target, covariates=["age", "educ"])
     """
+
+    _nuisance_slots = {"outcome_model": "regressor", "propensity_model": "classifier",
+                       "domain_model": "classifier"}
+    _row_order_dependent = True
+    _label = "Target policy value"
+    _estimand = "target policy value"
 
     def __init__(self, outcome_model=None, propensity_model=None, domain_model=None, cv=5,
                  min_propensity=1e-3, domain_clip=1e-3, max_weight=None, normalize=True,
@@ -184,40 +223,54 @@ class TargetPolicyValue(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def _check_params(self):
-        cv = check_positive_int(self.cv, "cv", minimum=2)
+        if isinstance(self.cv, numbers.Integral):
+            check_positive_int(self.cv, "cv", minimum=2)
+        elif not hasattr(self.cv, "split"):
+            raise TypeError("cv must be an int >= 2 or a scikit-learn splitter (it is applied to "
+                            f"the source and the target separately); got {type(self.cv).__name__}")
         if not 0.0 < float(self.min_propensity) < 0.5:
             raise ValueError(f"min_propensity must be in (0, 0.5); got {self.min_propensity!r}")
         if not 0.0 < float(self.domain_clip) < 0.5:
             raise ValueError(f"domain_clip must be in (0, 0.5); got {self.domain_clip!r}")
         if self.max_weight is not None and not float(self.max_weight) > 0:
             raise ValueError(f"max_weight must be positive or None; got {self.max_weight!r}")
-        return cv
 
-    def _folds(self, a, n_target, cv):
-        rng = check_random_state(self.random_state)
-        seeds = rng.integers(0, 2**31 - 1, size=2)
-        source = np.empty(a.size, dtype=int)
-        for k, (_, test) in enumerate(StratifiedKFold(cv, shuffle=True, random_state=seeds[0])
-                                      .split(np.zeros(a.size), a)):
-            source[test] = k
-        target = np.empty(n_target, dtype=int)
-        for k, (_, test) in enumerate(KFold(cv, shuffle=True, random_state=seeds[1])
-                                      .split(np.zeros(n_target))):
-            target[test] = k
+    def _folds(self, a_idx, n_target):
+        """Source folds stratified on the arm, target folds; the same number of each."""
+        if isinstance(self.cv, numbers.Integral):
+            cv = int(self.cv)
+            if n_target < cv:
+                raise ValueError(f"X_target needs at least cv={cv} rows; got {n_target}")
+            counts = np.bincount(a_idx, minlength=self.arms_.size)
+            if counts.min() < cv:
+                raise ValueError(f"treatment: every arm needs at least cv={cv} source units; arm "
+                                 f"{self.arms_[counts.argmin()].item()!r} has {counts.min()} "
+                                 "(treatment must be a small set of arm labels)")
+        source = make_folds(self.cv, a_idx.size, stratify=a_idx,
+                            random_state=self.seed_for("source_folds"))
+        target = make_folds(self.cv, n_target, random_state=self.seed_for("target_folds"))
+        if len(source) != len(target):
+            raise ValueError(f"cv split the source into {len(source)} folds and the target into "
+                             f"{len(target)}; it must give both the same number")
         return source, target
 
-    def _outcome_predictions(self, model, Xs, a_idx, y, train, X_eval):
-        """Per-arm predictions of the outcome model trained on the source rows ``train``."""
+    def _outcome_fits(self, model, Xs, a_idx, y, train):
+        """Outcome model(s) trained on the source rows ``train``."""
         K = self.arms_.size
         if self.per_arm:
-            fits = [fit_clone(model, Xs[train & (a_idx == k)], y[train & (a_idx == k)])
+            return [fit_clone(model, Xs[train[a_idx[train] == k]], y[train[a_idx[train] == k]])
                     for k in range(K)]
-            return [np.column_stack([f.predict(Z) for f in fits]) for Z in X_eval]
         design = np.column_stack([Xs[train], one_hot(a_idx[train], np.arange(K))])
-        fit = fit_clone(model, design, y[train])
+        return fit_clone(model, design, y[train])
+
+    def _outcome_predict(self, fits, Z):
+        """(len(Z), K) predictions :math:`\\hat\\mu(a, Z)` of :meth:`_outcome_fits`' models."""
+        K = self.arms_.size
+        if self.per_arm:
+            return np.column_stack([f.predict(Z) for f in fits])
         eye = np.eye(K)
-        return [np.column_stack([fit.predict(np.column_stack([Z, np.tile(eye[k], (len(Z), 1))]))
-                                 for k in range(K)]) for Z in X_eval]
+        return np.column_stack([fits.predict(np.column_stack([Z, np.tile(eye[k], (len(Z), 1))]))
+                                for k in range(K)])
 
     def _normalized(self, weights, a_idx):
         if not self.normalize:
@@ -225,66 +278,81 @@ class TargetPolicyValue(BaseEstimator):
         means = np.bincount(a_idx, weights=weights, minlength=self.arms_.size) / a_idx.size
         return weights / means[a_idx]
 
-    def fit(self, X_source, treatment, y, X_target):
+    def fit(self, X, y=None, treatment=None, *args, X_target=None, covariates=None):
         """Cross-fit the outcome, propensity and domain models on both samples.
 
         Parameters
         ----------
-        X_source : array-like of shape (n_S, p)
-        treatment : array-like of shape (n_S,)
-            Source treatment arms (any numeric labels; K >= 2).
-        y : array-like of shape (n_S,)
-            Source outcomes (larger is better).
-        X_target : array-like of shape (n_T, p)
-            Target covariates, same columns as ``X_source``.
+        X : array-like or DataFrame of shape (n_S, p)
+            Source covariates (with the DataFrame front end, the source table).
+        y : array-like of shape (n_S,) or str
+            Source outcomes (larger is better), or the name of a column of ``X``.
+        treatment : array-like of shape (n_S,) or str
+            Source treatment arms (numeric labels, booleans as 0/1; K >= 2), or a column name.
+        X_target : array-like or DataFrame of shape (n_T, p)
+            Target covariates: the same columns as ``X`` (for DataFrames, the covariate
+            columns are selected from it by name).
+        covariates : list of str, optional
+            Covariate columns of a DataFrame ``X``; default: every column not used by a role.
 
         Returns
         -------
         self
+
+        Raises
+        ------
+        TypeError
+            Positional arguments after ``treatment`` (the order is
+            ``fit(X, y, treatment, X_target=...)``), or non-numeric input (named).
+        ValueError
+            Bad input, named: missing or mismatched ``X_target``, NaN or infinite values,
+            lengths, a single arm, an arm with fewer than ``cv`` units, an outcome-like
+            ``treatment`` (likely swapped with ``y``).
         """
-        cv = self._check_params()
-        Xs, a, y, Xt, arms, names = _validate_samples(X_source, treatment, y, X_target)
-        n_s, n_t = Xs.shape[0], Xt.shape[0]
-        if n_t < cv:
-            raise ValueError(f"X_target needs at least cv={cv} rows; got {n_t}")
-        counts = np.array([np.sum(a == arm) for arm in arms])
-        if counts.min() < cv:
-            raise ValueError(f"every treatment arm needs at least cv={cv} source units; arm "
-                             f"{arms[counts.argmin()].item()!r} has {counts.min()}")
-        self.arms_ = arms
-        self.feature_names_in_ = np.array(names, dtype=object)
+        self._check_params()
+        return self._fit_data(policy_data(self, X, y, treatment, args, X_target, covariates))
+
+    def _fit(self, data):
+        Xs, y, Xt = data.Xs, data.y, data.Xt
+        self.arms_ = data.arms
+        self.feature_names_in_ = np.array(data.feature_names, dtype=object)
         self.n_features_in_ = Xs.shape[1]
-        self.input_is_frame_ = isinstance(X_source, pd.DataFrame)
-        a_idx = np.searchsorted(arms, a)
-        K = arms.size
-        outcome = self.outcome_model if self.outcome_model is not None else LinearRegression()
-        propensity = (self.propensity_model if self.propensity_model is not None
-                      else _default_classifier())
-        domain = self.domain_model if self.domain_model is not None else _default_classifier()
-        folds_s, folds_t = self._folds(a_idx, n_t, cv)
+        a_idx = np.searchsorted(self.arms_, data.a)
+        n_s, n_t, K = Xs.shape[0], Xt.shape[0], self.arms_.size
+        folds_s, folds_t = self._folds(a_idx, n_t)
+        outcome = seeded(default_if_none(self.outcome_model, _default_regressor),
+                         seed_int(self.seed_for("outcome")))
+        propensity = seeded(default_if_none(self.propensity_model, _default_classifier),
+                            seed_int(self.seed_for("propensity")))
+        domain = seeded(default_if_none(self.domain_model, _default_classifier),
+                        seed_int(self.seed_for("domain")))
         mu_s, mu_t = np.empty((n_s, K)), np.empty((n_t, K))
         e_raw, rho_s, rho_t = np.empty((n_s, K)), np.empty(n_s), np.empty(n_t)
         odds_factor_s = np.empty(n_s)
+        self.outcome_models_, self.propensity_models_ = [], []
         self.domain_models_, self.odds_factors_ = [], []
-        for k in range(cv):
-            tr_s, te_s = folds_s != k, folds_s == k
-            tr_t, te_t = folds_t != k, folds_t == k
-            mu_s[te_s], mu_t[te_t] = self._outcome_predictions(outcome, Xs, a_idx, y, tr_s,
-                                                               [Xs[te_s], Xt[te_t]])
+        self.source_folds_, self.target_folds_ = np.empty(n_s, dtype=int), np.empty(n_t, dtype=int)
+        for k, ((tr_s, te_s), (tr_t, te_t)) in enumerate(zip(folds_s, folds_t, strict=True)):
+            self.source_folds_[te_s], self.target_folds_[te_t] = k, k
+            mu_fit = self._outcome_fits(outcome, Xs, a_idx, y, tr_s)
+            mu_s[te_s], mu_t[te_t] = (self._outcome_predict(mu_fit, Xs[te_s]),
+                                      self._outcome_predict(mu_fit, Xt[te_t]))
             e_fit = fit_clone(propensity, Xs[tr_s], a_idx[tr_s])
-            classes = np.asarray(e_fit.classes_)
-            if not np.array_equal(classes, np.arange(K)):
+            if not np.array_equal(np.asarray(e_fit.classes_), np.arange(K)):
                 raise ValueError("propensity_model must predict probabilities for every arm")
             e_raw[te_s] = e_fit.predict_proba(Xs[te_s])
             stacked = np.vstack([Xs[tr_s], Xt[tr_t]])
-            g = np.r_[np.ones(tr_s.sum()), np.zeros(tr_t.sum())]
+            g = np.r_[np.ones(tr_s.size), np.zeros(tr_t.size)]
             d_fit = fit_clone(domain, stacked, g)
             rho_s[te_s] = predict_positive_proba(d_fit, Xs[te_s])
             rho_t[te_t] = predict_positive_proba(d_fit, Xt[te_t])
-            factor = tr_s.sum() / tr_t.sum()
+            factor = tr_s.size / tr_t.size
             odds_factor_s[te_s] = factor
+            self.outcome_models_.append(mu_fit)
+            self.propensity_models_.append(e_fit)
             self.domain_models_.append(d_fit)
             self.odds_factors_.append(float(factor))
+        self.folds_ = {"source": folds_s, "target": folds_t}
         lo = float(self.min_propensity)
         self.n_clipped_propensity_ = int(np.sum(e_raw[np.arange(n_s), a_idx] < lo))
         self.propensity_ = clip_probabilities(e_raw, (lo, 1.0), name="propensity")
@@ -299,7 +367,6 @@ class TargetPolicyValue(BaseEstimator):
             w = np.minimum(w, float(self.max_weight))
         self.weights_ = w
         self.mu_source_, self.mu_target_ = mu_s, mu_t
-        self.source_folds_, self.target_folds_ = folds_s, folds_t
         self.X_source_, self.X_target_ = Xs, Xt
         self.treatment_index_, self.y_ = a_idx, y
         rows = np.arange(n_s)
@@ -309,21 +376,16 @@ class TargetPolicyValue(BaseEstimator):
         self.residual_weights_ = self._normalized(w * inverse_e, a_idx)
         self.residuals_ = y - mu_s[rows, a_idx]
         self._overlap_warning(self.weight_summary())
-        return self
 
     # --------------------------------------------------------------- inference
-    def _check_fitted(self):
-        if not hasattr(self, "weights_"):
-            raise ValueError("this TargetPolicyValue is not fitted yet; call fit(...) first")
-
-    def _frame(self, X):
-        return pd.DataFrame(X, columns=list(self.feature_names_in_)) if self.input_is_frame_ else X
-
     def policy_matrices(self, policy):
-        """The policy's (n_S, K) and (n_T, K) probability matrices on the two fitted samples."""
-        self._check_fitted()
-        return (policy_matrix(policy, self._frame(self.X_source_), self.arms_),
-                policy_matrix(policy, self._frame(self.X_target_), self.arms_))
+        """The policy's (n_S, K) and (n_T, K) probability matrices on the two fitted samples.
+
+        The policy sees the covariates as they were given: a DataFrame with the covariate
+        columns when ``X`` was one, else an array."""
+        check_is_fitted(self, "data_")
+        return (policy_matrix(policy, self.data_.frame(self.X_source_), self.arms_),
+                policy_matrix(policy, self.data_.frame(self.X_target_), self.arms_))
 
     def _scores(self, P_s, P_t, method):
         """Per-row scores (source part, target part; ``None`` where a part is absent)."""
@@ -342,12 +404,13 @@ class TargetPolicyValue(BaseEstimator):
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
 
     def estimate_matrices(self, P_source, P_target, method="dr", *, name="target policy value"):
-        """Estimate from probability matrices already evaluated on the two fitted samples.
+        """Estimate (influence-function SE) from probability matrices already evaluated on the
+        two fitted samples.
 
         Used for policies that differ by row (e.g. cross-fitted learned policies); ``estimate``
         is the usual entry point.
         """
-        self._check_fitted()
+        check_is_fitted(self, "weights_")
         s_s, s_t = self._scores(np.asarray(P_source), np.asarray(P_target), method)
         n_s, n_t = self.weights_.size, self.mu_target_.shape[0]
         n = n_s + n_t
@@ -359,12 +422,22 @@ class TargetPolicyValue(BaseEstimator):
         if s_t is not None:
             value += s_t.mean()
             phi[n_s:] = n / n_t * (s_t - s_t.mean())
-        details = {"n_source": n_s, "n_target": n_t}
         return Estimate.from_influence(value, phi, name=name, method=_METHOD_LABELS[method],
-                                       details=details)
+                                       details=self._details())
 
-    def estimate(self, policy, method="dr"):
-        """Estimated target value of ``policy`` with its SE and normal CI.
+    def _details(self):
+        return {"n_source": int(self.weights_.size), "n_target": int(self.mu_target_.shape[0])}
+
+    def _influence_estimate(self, target=None):
+        policy, method = target
+        return self.estimate_matrices(*self.policy_matrices(policy), method)
+
+    def _point_estimate(self, target=None):
+        return self._influence_estimate(target).value
+
+    def estimate(self, policy, method="dr", *, inference=None, alpha=0.05, n_boot=200, n_jobs=1,
+                 random_state=None, progress=None):
+        """Estimated target value of ``policy`` with its SE and CI.
 
         Parameters
         ----------
@@ -373,26 +446,75 @@ class TargetPolicyValue(BaseEstimator):
             ``arms_`` order) or a vector of arm labels per row.
         method : {"dr", "direct", "ipw", "source_only"}
             ``"dr"``: the efficient target estimator (class Notes). ``"direct"``:
-            :math:`n_T^{-1}\\sum_j \\sum_a \\pi \\hat\\mu` (SE conditional on
+            :math:`n_T^{-1}\\sum_j \\sum_a \\pi \\hat\\mu` (influence SE conditional on
             :math:`\\hat\\mu`). ``"ipw"``: :math:`n_S^{-1}\\sum_i \\hat w \\pi(A_i|X_i) Y_i /
-            \\hat e(A_i|X_i)` (Hajek-normalised when ``normalize``; SE conditional on the
-            weights). ``"source_only"``: the usual
-            AIPW value on the source sample, which estimates the *source* value
-            :math:`V_S(\\pi)` and is biased for :math:`V_T` under shift.
+            \\hat e(A_i|X_i)` (Hajek-normalised when ``normalize``; influence SE conditional on
+            the weights). ``"source_only"``: the usual AIPW value on the source sample, which
+            estimates the *source* value :math:`V_S(\\pi)` and is biased for :math:`V_T` under
+            shift.
+        inference : {"influence", "bootstrap"}, optional
+            ``"influence"`` (default): normal interval from the two-sample influence function.
+            ``"bootstrap"``: percentile interval of the two-sample pipeline bootstrap (class
+            Notes). Bootstrap results are cached per policy object (arm labels by value, other
+            policies by identity) and method: pass a new object for a changed policy.
+        alpha, n_boot, n_jobs, random_state, progress
+            As in :meth:`causalkit._base.CausalEstimator.estimate`.
 
         Returns
         -------
         causalkit.Estimate
         """
+        check_is_fitted(self, "data_")
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {method!r}")
-        P_s, P_t = self.policy_matrices(policy)
-        return self.estimate_matrices(P_s, P_t, method)
+        out = self._estimate(inference, target=(policy, method),
+                             target_key=_target_key(policy, method), alpha=alpha, n_boot=n_boot,
+                             n_jobs=n_jobs, random_state=random_state, progress=progress,
+                             name="target policy value")
+        out.method = _METHOD_LABELS[method]
+        return out
+
+    def __getstate__(self):
+        """Pickled without the bootstrap cache, whose keys hold the policies (often lambdas)."""
+        state = super().__getstate__()
+        if "_bootstrap_cache" in state:
+            state["_bootstrap_cache"] = {}
+        return state
 
     def contrast(self, policy_a, policy_b, method="dr"):
-        """Difference of target values ``V(policy_a) - V(policy_b)``, paired within rows."""
-        first, second = self.estimate(policy_a, method), self.estimate(policy_b, method)
+        """Difference of target values ``V(policy_a) - V(policy_b)``, paired within rows
+        (influence-function SE)."""
+        first = self.estimate(policy_a, method, inference="influence")
+        second = self.estimate(policy_b, method, inference="influence")
         return contrast(first, second, name="target value difference")
+
+    def _arm_estimates(self, method, estimate_kwargs):
+        out = {}
+        for arm in self.arms_:
+            est = self.estimate(arm.item(), method, **estimate_kwargs)
+            est.name = f"target value of arm {arm.item():g} for all"
+            out[f"arm {arm.item():g} for all"] = est
+        return out
+
+    def summary(self, policy=None, method="dr", **estimate_kwargs):
+        """Text summary of :meth:`estimate` for ``policy``; without one, of every "give arm
+        ``a`` to everyone" policy (the target mean outcome under each arm)."""
+        if policy is not None:
+            return self.estimate(policy, method, **estimate_kwargs).summary()
+        check_is_fitted(self, "data_")
+        return "\n\n".join(e.summary() for e in self._arm_estimates(method,
+                                                                    estimate_kwargs).values())
+
+    def to_frame(self, policy=None, method="dr", **estimate_kwargs):
+        """Table of :meth:`estimate` for ``policy`` (one row); without one, a row per "give arm
+        ``a`` to everyone" policy."""
+        if policy is not None:
+            return self.estimate(policy, method, **estimate_kwargs).to_frame()
+        check_is_fitted(self, "data_")
+        estimates = self._arm_estimates(method, estimate_kwargs)
+        frame = pd.concat([e.to_frame() for e in estimates.values()])
+        frame.index = pd.Index(list(estimates), name="policy")
+        return frame
 
     def score_matrix(self):
         """Stacked doubly robust score matrix :math:`\\Gamma` (n_S + n_T rows, K columns).
@@ -411,7 +533,7 @@ class TargetPolicyValue(BaseEstimator):
         gamma : ndarray of shape (n, K)
         is_target : ndarray of bool, shape (n,)
         """
-        self._check_fitted()
+        check_is_fitted(self, "weights_")
         n_s, n_t = self.weights_.size, self.mu_target_.shape[0]
         n = n_s + n_t
         src = np.zeros((n_s, self.arms_.size))
@@ -428,7 +550,7 @@ class TargetPolicyValue(BaseEstimator):
         The average over the fold models of :math:`\\{(1-\\hat\\rho_k)/\\hat\\rho_k\\}\\, n_S^{(-k)}
         / n_T^{(-k)}`, with the same clipping and cap as the fitted weights.
         """
-        self._check_fitted()
+        check_is_fitted(self, "weights_")
         X = check_array(X, "X")
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} columns; the model was fitted with "
@@ -442,7 +564,7 @@ class TargetPolicyValue(BaseEstimator):
 
     def weight_summary(self):
         """Cheap subset of :meth:`diagnostics`: ESS, ESS fraction, max weight, weak-overlap flag."""
-        self._check_fitted()
+        check_is_fitted(self, "weights_")
         w = self.weights_
         ess = float(w.sum() ** 2 / np.sum(w ** 2))
         return {"ess": ess, "ess_fraction": ess / w.size, "max_weight": float(w.max()),
@@ -462,7 +584,7 @@ class TargetPolicyValue(BaseEstimator):
             ``n_clipped_domain``, ``n_capped_weights``, ``weak_overlap`` (ESS below 10% of n_S).
             With ``warn=True`` an :class:`~causalkit.exceptions.OverlapWarning` flags weak overlap.
         """
-        self._check_fitted()
+        check_is_fitted(self, "weights_")
         w = self.weights_
         g = np.r_[np.ones(w.size), np.zeros(self.domain_target_.size)]
         out = {"n_source": int(w.size), "n_target": int(self.domain_target_.size),
@@ -488,7 +610,10 @@ class TargetPolicyValue(BaseEstimator):
                           f"{diag['max_weight']:.3g}); intervals may under-cover",
                           OverlapWarning, stacklevel=3)
 
-    def plot(self, ax=None):
-        """Overlap figure: out-of-fold domain scores of both samples and the weight tail."""
+    def plot(self, axes=None):
+        """Overlap figure (:func:`causalkit.policy.plots.plot_overlap`): out-of-fold domain
+        scores of both samples and the density-ratio weights. ``axes``: two matplotlib Axes,
+        optional. Returns the matplotlib Figure."""
         from causalkit.policy.plots import plot_overlap
-        return plot_overlap(self, ax=ax)
+
+        return plot_overlap(self, axes=axes)[0].figure

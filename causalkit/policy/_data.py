@@ -1,0 +1,140 @@
+"""The validated two-sample data of the policy estimators: a labelled source and a target.
+
+:func:`policy_data` turns the arguments of ``fit(X, y, treatment, *, X_target, covariates)``
+(arrays or the DataFrame front end) into a :class:`TwoSampleData` container. The container
+stacks the samples, source rows first: ``n_rows = n_S + n_T``, and its ``strata`` (the arm
+within the source, one more label for the target) make the pipeline bootstrap of
+:class:`causalkit._base.CausalEstimator` a two-sample bootstrap that keeps every arm's size
+and ``n_T``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.linalg import qr
+
+from causalkit._base import reject_positional_roles, resolve_roles
+from causalkit._validation import check_array, check_vector, feature_names_of
+from causalkit.exceptions import RankDeficientWarning
+
+__all__ = ["TwoSampleData", "policy_data"]
+
+#: More distinct treatment values than this, some non-integer, reads as outcomes, not arms.
+_MAX_ARMS = 10
+
+#: A standardised column whose residual on the columns before it (pivoted QR) is below this
+#: norm is aliased; the tolerance of R's ``lm``.
+_ALIAS_TOL = 1e-7
+
+
+@dataclass(frozen=True)
+class TwoSampleData:
+    """Source covariates ``Xs`` (n_S, p), arm labels ``a`` and outcomes ``y`` (n_S,), target
+    covariates ``Xt`` (n_T, p); ``feature_names`` and ``is_frame`` (whether ``X`` was a
+    DataFrame, so that policies see DataFrames with those columns)."""
+
+    Xs: np.ndarray
+    a: np.ndarray
+    y: np.ndarray
+    Xt: np.ndarray
+    feature_names: tuple
+    is_frame: bool
+
+    @property
+    def arms(self) -> np.ndarray:
+        """Sorted distinct arm labels of the source."""
+        return np.unique(self.a)
+
+    @property
+    def n_source(self) -> int:
+        return self.Xs.shape[0]
+
+    @property
+    def n_rows(self) -> int:
+        return self.Xs.shape[0] + self.Xt.shape[0]
+
+    @property
+    def strata(self) -> np.ndarray:
+        """Arm index for source rows, ``K`` for target rows."""
+        arms = self.arms
+        return np.r_[np.searchsorted(arms, self.a), np.full(self.Xt.shape[0], arms.size)]
+
+    def take(self, idx) -> TwoSampleData:
+        """Rows ``idx`` of the stacked samples (``< n_S``: source), validated as a fit would."""
+        idx = np.asarray(idx)
+        n_s = self.n_source
+        src, tgt = idx[idx < n_s], idx[idx >= n_s] - n_s
+        return _checked(self.Xs[src], self.a[src], self.y[src], self.Xt[tgt],
+                        self.feature_names, self.is_frame)
+
+    def frame(self, X: np.ndarray):
+        """``X`` as the user gave covariates: a DataFrame with the feature names, or the array."""
+        return pd.DataFrame(X, columns=list(self.feature_names)) if self.is_frame else X
+
+
+def _checked(Xs, a, y, Xt, names, is_frame) -> TwoSampleData:
+    """The container, after the checks that depend on the rows (the arms)."""
+    arms = np.unique(a)
+    if arms.size < 2:
+        raise ValueError(f"treatment must contain at least 2 arms in the source; "
+                         f"got {arms.tolist()}")
+    if arms.size > _MAX_ARMS and not np.all(arms == np.round(arms)):
+        raise ValueError(f"treatment must be a small set of arm labels; got {arms.size} distinct "
+                         "values, not all integers. Were y and treatment swapped? The order is "
+                         "fit(X, y, treatment, X_target=...)")
+    return TwoSampleData(Xs, a, y, Xt, tuple(names), bool(is_frame))
+
+
+def _warn_aliased(Xs, Xt, names) -> None:
+    """Warn (naming them) about covariates that are constant or collinear with others on the
+    stacked samples: pivoted QR of the centred, unit-norm columns, as R's ``lm`` detects
+    aliasing. The default nuisance models stay well defined (minimum-norm least squares,
+    penalised logistic regression), so nothing is dropped."""
+    Z = np.vstack([Xs, Xt])
+    spread = np.ptp(Z, axis=0)
+    constant = [names[j] for j in np.flatnonzero(spread == 0)]
+    varying = np.flatnonzero(spread > 0)
+    Z = Z - Z.mean(axis=0)
+    norms = np.linalg.norm(Z, axis=0)
+    aliased = []
+    if varying.size > 1:
+        R, piv = qr(Z[:, varying] / norms[varying], mode="r", pivoting=True)
+        diag = np.abs(np.diag(R))
+        rank = int(np.sum(diag > _ALIAS_TOL))
+        aliased = [names[varying[j]] for j in sorted(piv[rank:])]
+    if constant or aliased:
+        parts = ([f"constant: {constant}"] if constant else []) + (
+            [f"collinear with other columns: {aliased}"] if aliased else [])
+        warnings.warn(f"X: covariate column(s) {'; '.join(parts)} (source and target stacked); "
+                      "the nuisance models are fitted with them (the defaults remain well "
+                      "defined); drop them to silence this", RankDeficientWarning, stacklevel=4)
+
+
+def policy_data(estimator, X, y, treatment, args, X_target, covariates) -> TwoSampleData:
+    """Validate ``fit``'s arguments into a :class:`TwoSampleData`.
+
+    Raises ``TypeError`` for positional arguments after ``treatment`` (the former order
+    ``fit(X_source, treatment, y, X_target)``), and ``ValueError``/``TypeError`` naming the
+    argument for bad input; an arm-like ``y`` with an outcome-like ``treatment`` (more than 10
+    distinct values, some non-integer) is reported as a likely swap.
+    """
+    reject_positional_roles(estimator, args, "X_target=")
+    if X_target is None:
+        raise ValueError("X_target is required (the target sample's covariates); got None")
+    X, roles = resolve_roles(X, {"y": y, "treatment": treatment, "X_target": X_target},
+                             covariates=covariates, frames=("X_target",))
+    Xs = check_array(X, "X")
+    Xt = check_array(roles["X_target"], "X_target")
+    if Xt.shape[1] != Xs.shape[1]:
+        raise ValueError(f"X_target has {Xt.shape[1]} columns but X has {Xs.shape[1]}; both "
+                         "samples need the same covariates")
+    names = feature_names_of(X, Xs.shape[1])
+    a = check_vector(roles["treatment"], "treatment", n=Xs.shape[0])
+    y = check_vector(roles["y"], "y", n=Xs.shape[0])
+    data = _checked(Xs, a, y, Xt, names, isinstance(X, pd.DataFrame))
+    _warn_aliased(Xs, Xt, names)
+    return data
