@@ -1,4 +1,4 @@
-"""Command-line interface: ``causalkit demo | simulate | borrow | systems ...``.
+"""Command-line interface: ``causalkit demo | simulate | borrow | longterm | policy | systems``.
 
 Subcommands that belong to a subpackage are declared here by module path and loaded lazily: each
 such module defines ``add_arguments(parser)`` and ``run(args) -> int`` and imports its heavy
@@ -11,18 +11,23 @@ import argparse
 import importlib
 import sys
 
+from causalkit._cli_estimators import COMMANDS as ESTIMATOR_COMMANDS
+from causalkit._cli_estimators import add_arguments as add_estimator_arguments
+
 #: ``causalkit systems NAME``: module implementing the driver's command line.
+#: Each driver answers to its paper's name (the name of its studies and results folder) and to
+#: its package's name.
 SYSTEMS_COMMANDS = {
     "ann": ("causalkit.systems.ann.cli", "SmartANN: diagnose and auto-design ANN indexes"),
     "trace": ("causalkit.systems.tracing.cli", "ARGUS: trace a training run and diagnose faults"),
     "elastic": ("causalkit.systems.elastic.cli", "LiveR: live resharding vs checkpoint/restart"),
     "rdma": ("causalkit.systems.rdma.cli", "SHIFT: cross-NIC RDMA failover (emulated verbs)"),
     "netsched": ("causalkit.systems.netsched.cli", "vClos: contention-free cluster scheduling"),
-}
-
-#: Top-level subcommands implemented by subpackages.
-PACKAGE_COMMANDS = {
-    "borrow": ("causalkit.borrowing.cli", "borrow external controls for a trial (AIB, ACIB, ...)"),
+    "smartann": ("causalkit.systems.ann.cli", "SmartANN (same as: systems ann)"),
+    "argus": ("causalkit.systems.tracing.cli", "ARGUS (same as: systems trace)"),
+    "liver": ("causalkit.systems.elastic.cli", "LiveR (same as: systems elastic)"),
+    "shift": ("causalkit.systems.rdma.cli", "SHIFT (same as: systems rdma)"),
+    "vclos": ("causalkit.systems.netsched.cli", "vClos (same as: systems netsched)"),
 }
 
 
@@ -51,17 +56,37 @@ def _demo(args) -> int:
 
 
 def _simulate(args) -> int:
-    from causalkit.studies import run_named_study
-    run_named_study(args.study, reps=args.reps, seed=args.seed, n_jobs=args.jobs,
-                    backend=args.backend, scheduler=args.scheduler, out=args.out,
-                    quick=args.quick)
+    from causalkit.simulation import FingerprintMismatch, StoreLocked
+    from causalkit.studies import list_studies, run_named_study
+    if args.list:
+        studies = list_studies()
+        width = studies["study"].str.len().max()
+        for row in studies.itertuples():
+            print(f"{row.study:<{width}}  {row.description}")
+        return 0
+    if args.study is None:
+        print("causalkit simulate: give a study name, or --list to see them", file=sys.stderr)
+        return 2
+    for flag in ("reps", "jobs"):
+        value = getattr(args, flag)
+        if value is not None and value < 1 and not (flag == "jobs" and value == -1):
+            print(f"causalkit simulate: --{flag} must be a positive integer; got {value}",
+                  file=sys.stderr)
+            return 2
+    try:
+        run_named_study(args.study, reps=args.reps, seed=args.seed, n_jobs=args.jobs,
+                        backend=args.backend, scheduler=args.scheduler, out=args.out,
+                        quick=args.quick, overwrite=args.overwrite)
+    except (FingerprintMismatch, StoreLocked, OSError) as exc:
+        print(f"causalkit simulate: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (also used to render ``--help`` in the docs)."""
     from causalkit import __version__
-    from causalkit.studies import STUDIES
+    from causalkit.studies import STUDIES, add_study_arguments
 
     parser = argparse.ArgumentParser(prog="causalkit", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"causalkit {__version__}")
@@ -74,21 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-plot", action="store_true", help="skip the figure")
     demo.set_defaults(_handler=_demo)
 
-    sim = sub.add_parser("simulate", help="run a simulation study (incremental, resumable)",
-                         description="Run a registered simulation study; results append to "
-                                     "--out as replications finish, and a rerun resumes.")
-    sim.add_argument("study", choices=sorted(STUDIES), help="study name")
-    sim.add_argument("--reps", type=int, default=None, help="replications (study default if unset)")
-    sim.add_argument("--seed", type=int, default=2024, help="base seed")
-    sim.add_argument("--jobs", type=int, default=1, help="parallel workers")
-    sim.add_argument("--backend", choices=("loky", "dask"), default="loky")
-    sim.add_argument("--scheduler", default=None, help="dask scheduler address (backend=dask)")
-    sim.add_argument("--out", default=None, help="results CSV (default: results/<study>.csv)")
-    sim.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
+    sim = sub.add_parser("simulate", help="run a registered study (incremental, resumable)",
+                         description="Run a registered statistical or systems study; results "
+                                     "are stored in --out DIR as repetitions finish, a rerun "
+                                     "resumes, and DIR/MANIFEST.json records the provenance.")
+    sim.add_argument("study", nargs="?", choices=sorted(STUDIES), help="study name")
+    sim.add_argument("--list", action="store_true", help="list every registered study")
+    add_study_arguments(sim)
     sim.set_defaults(_handler=_simulate)
 
-    for name, (module, help_text) in PACKAGE_COMMANDS.items():
-        _add_lazy(sub, name, module, help_text)
+    for name, (help_text, _, _) in ESTIMATOR_COMMANDS.items():
+        parser_ = sub.add_parser(name, help=help_text, description=help_text)
+        add_estimator_arguments(parser_, name)
 
     systems = sub.add_parser("systems", help="systems experiment drivers",
                              description="Run one of the systems experiment drivers.")
