@@ -26,7 +26,7 @@ if __name__ == "__main__":
         plot_summary(summary, "rmse", ax=left)
         plot_summary(summary, "coverage", ax=right)
         right.axhline(0.95, color="k", lw=0.8, ls=":")
-        fig.suptitle(f"{study}: RMSE and coverage of the 95% interval (analytic SE)")
+        fig.suptitle(f"{study}: RMSE and coverage of the 95% interval (influence-function SE)")
         fig.tight_layout()
         fig.savefig(RESULTS / f"{study}.png", dpi=110)
         print(f"wrote {RESULTS / f'{study}.png'}")

@@ -15,6 +15,7 @@ from causalkit.borrowing import (
     CalibratedInfluenceBorrowing,
     FullBorrowing,
     InfluenceBorrowing,
+    LogisticOutcomeModel,
     OutcomeCalibrator,
     PowerPriorBorrowing,
     SelectiveBorrowing,
@@ -43,15 +44,16 @@ def test_trial_only_is_textbook_aipw(data):
     mu0 = Z @ sm.OLS(yt[at == 0], Z[at == 0]).fit().params
     e = at.mean()
     terms = mu1 - mu0 + at * (yt - mu1) / e - (1 - at) * (yt - mu0) / (1 - e)
-    est = TrialOnly().fit(X, y, a, s).estimate()
+    est = TrialOnly().fit(X, y, a, trial=s).estimate()
     assert est.value == pytest.approx(terms.mean(), rel=1e-10)
     assert est.std_error == pytest.approx(terms.std() / np.sqrt(terms.size), rel=1e-10)
 
 
 def test_empty_set_equals_trial_only_exactly(data):
     with pytest.warns(FewBorrowedWarning):
-        aib = InfluenceBorrowing(grid=[0]).fit(*data).estimate(inference="analytic")
-    trial = TrialOnly().fit(*data).estimate()
+        aib = InfluenceBorrowing(grid=[0]).fit(*data[:3], trial=data[3])
+    aib = aib.estimate(inference="influence")
+    trial = TrialOnly().fit(*data[:3], trial=data[3]).estimate()
     assert aib.value == trial.value and aib.std_error == trial.std_error
 
 
@@ -60,8 +62,8 @@ def test_all_controls_equals_full_borrowing(data):
     aib = InfluenceBorrowing(grid=[0, n_ext], variance_ratio=1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FewBorrowedWarning)
-        aib.fit(*data)
-    full = FullBorrowing(variance_ratio=1.0).fit(*data).estimate()
+        aib.fit(*data[:3], trial=data[3])
+    full = FullBorrowing(variance_ratio=1.0).fit(*data[:3], trial=data[3]).estimate()
     last = aib.mse_path_.iloc[-1]
     assert last["size"] == n_ext
     assert last["estimate"] == pytest.approx(full.value, rel=1e-9)
@@ -70,7 +72,7 @@ def test_all_controls_equals_full_borrowing(data):
 
 def test_aib_fitted_attributes(data):
     X, y, a, s = data
-    est = InfluenceBorrowing().fit(pd.DataFrame(X, columns=list("abcd")), y, a, s)
+    est = InfluenceBorrowing().fit(pd.DataFrame(X, columns=list("abcd")), y, a, trial=s)
     n_ext = int(np.sum(s == 0))
     assert est.influence_scores_.shape == (n_ext,) and est.borrowed_.shape == (n_ext,)
     assert list(est.mse_path_.columns) == ["size", "estimate", "se", "bias2", "variance", "mse"]
@@ -82,32 +84,33 @@ def test_aib_fitted_attributes(data):
     assert np.all(est.influence_scores_[est.borrowed_].max(initial=-np.inf)
                   <= est.influence_scores_[~est.borrowed_].min())
     assert list(est.feature_names_in_) == list("abcd")
-    res = est.estimate(inference="analytic")
+    res = est.estimate(inference="influence")
     assert isinstance(res, Estimate) and res.details["n_borrowed"] == k
 
 
 def test_debiased_criterion_never_exceeds_plugin(data):
-    plug = InfluenceBorrowing(criterion="plugin").fit(*data).mse_path_
-    deb = InfluenceBorrowing(criterion="debiased").fit(*data).mse_path_
+    plug = InfluenceBorrowing(criterion="plugin").fit(*data[:3], trial=data[3]).mse_path_
+    deb = InfluenceBorrowing(criterion="debiased").fit(*data[:3], trial=data[3]).mse_path_
     assert np.all(deb["bias2"].to_numpy() <= plug["bias2"].to_numpy() + 1e-15)
 
 
 def test_grid_forms(data):
     n_ext = int(np.sum(data[3] == 0))
-    by_size = InfluenceBorrowing(grid=[0, 30, 60, 90]).fit(*data).mse_path_["size"]
-    by_frac = InfluenceBorrowing(grid=[0.1, 0.2, 0.3]).fit(*data).mse_path_["size"]
+    X, y, a, s = data
+    by_size = InfluenceBorrowing(grid=[0, 30, 60, 90]).fit(X, y, a, trial=s).mse_path_["size"]
+    by_frac = InfluenceBorrowing(grid=[0.1, 0.2, 0.3]).fit(X, y, a, trial=s).mse_path_["size"]
     assert list(by_size) == [0, 30, 60, 90] and list(by_frac) == [0, 30, 60, 90]
-    assert len(InfluenceBorrowing(grid=11).fit(*data).mse_path_) == 11
-    assert InfluenceBorrowing().fit(*data).mse_path_["size"].max() == n_ext
+    assert len(InfluenceBorrowing(grid=11).fit(*data[:3], trial=data[3]).mse_path_) == 11
+    assert InfluenceBorrowing().fit(*data[:3], trial=data[3]).mse_path_["size"].max() == n_ext
     with pytest.raises(ValueError, match="grid"):
-        InfluenceBorrowing(grid=[0.5, 2]).fit(*data)
+        InfluenceBorrowing(grid=[0.5, 2]).fit(*data[:3], trial=data[3])
 
 
 def test_full_borrowing_bias_and_aib_rejects_biased():
     X, y, a, s = small(seed=3, bias=3.0, frac_biased=0.5)
     truth = 1.0
-    full = FullBorrowing().fit(X, y, a, s).estimate()
-    aib = InfluenceBorrowing().fit(X, y, a, s)
+    full = FullBorrowing().fit(X, y, a, trial=s).estimate()
+    aib = InfluenceBorrowing().fit(X, y, a, trial=s)
     biased = paper_a_design(np.random.default_rng(3), n_trial=200, n_treated=150,
                             n_external=300, n_features=4, bias=3.0, frac_biased=0.5)["biased"]
     assert full.value < truth - 3 * full.std_error          # pooled shifted controls: biased
@@ -148,44 +151,46 @@ def test_calibrated_estimators_remove_systematic_shift():
                        n_features=4)
     X, a, s = d["X"], d["a"], d["s"]
     y = d["y"] + 2.0 * (s == 0)              # every external control shifted by 2
-    full = FullBorrowing().fit(X, y, a, s).estimate()
-    cal = CalibratedFullBorrowing(random_state=0).fit(X, y, a, s).estimate()
-    acib = CalibratedInfluenceBorrowing(random_state=0).fit(X, y, a, s)
+    full = FullBorrowing().fit(X, y, a, trial=s).estimate()
+    cal = CalibratedFullBorrowing(random_state=0).fit(X, y, a, trial=s).estimate()
+    acib = CalibratedInfluenceBorrowing(random_state=0).fit(X, y, a, trial=s)
     assert abs(full.value - 1) > 1.0
     assert abs(cal.value - 1) < 3 * cal.std_error
     assert acib.calibration_model_.intercept_ == pytest.approx(2.0, abs=0.25)
-    assert abs(acib.estimate(inference="analytic").value - 1) < 0.3
-    aib = InfluenceBorrowing().fit(X, y, a, s)             # cannot undo the shift
+    assert abs(acib.estimate(inference="influence").value - 1) < 0.3
+    aib = InfluenceBorrowing().fit(X, y, a, trial=s)             # cannot undo the shift
     assert acib.n_borrowed_ > 2 * aib.n_borrowed_
 
 
 def test_power_prior_limits(data):
     X, y, a, s = data
-    pp0 = PowerPriorBorrowing(a0=0.0).fit(X, y, a, s).estimate()
+    pp0 = PowerPriorBorrowing(a0=0.0).fit(X, y, a, trial=s).estimate()
     Xt, yt, at = X[s == 1], y[s == 1], a[s == 1]
     Z = sm.add_constant(Xt)
     b1 = sm.OLS(yt[at == 1], Z[at == 1]).fit().params
     b0 = sm.OLS(yt[at == 0], Z[at == 0]).fit().params
     assert pp0.value == pytest.approx(np.mean(Z @ (b1 - b0)), rel=1e-8)
-    pp1 = PowerPriorBorrowing(a0=1.0).fit(X, y, a, s)
+    pp1 = PowerPriorBorrowing(a0=1.0).fit(X, y, a, trial=s)
     Zc = sm.add_constant(np.vstack([Xt[at == 0], X[s == 0]]))
     pooled = sm.OLS(np.r_[yt[at == 0], y[s == 0]], Zc).fit().params
     assert pp1.estimate().value == pytest.approx(np.mean(Z @ (b1 - pooled)), rel=1e-8)
     # empirical Bayes: strong conflict -> small power, exchangeable -> large power
-    conflict = PowerPriorBorrowing().fit(*small(seed=6, bias=3.0, frac_biased=1.0))
-    agree = PowerPriorBorrowing().fit(*small(seed=6, bias=0.0))
+    Xc, yc, ac, sc = small(seed=6, bias=3.0, frac_biased=1.0)
+    conflict = PowerPriorBorrowing().fit(Xc, yc, ac, trial=sc)
+    Xg, yg, ag, sg = small(seed=6, bias=0.0)
+    agree = PowerPriorBorrowing().fit(Xg, yg, ag, trial=sg)
     assert conflict.a0_ < 0.05 < 0.5 < agree.a0_
     with pytest.raises(ValueError, match="a0"):
-        PowerPriorBorrowing(a0=2).fit(X, y, a, s)
+        PowerPriorBorrowing(a0=2).fit(X, y, a, trial=s)
 
 
 def test_selective_borrowing_rejects_shifted():
     X, y, a, s = small(seed=7, bias=3.0, frac_biased=0.5)
     biased = paper_a_design(np.random.default_rng(7), n_trial=200, n_treated=150,
                             n_external=300, n_features=4, bias=3.0, frac_biased=0.5)["biased"]
-    sel = SelectiveBorrowing().fit(X, y, a, s)
+    sel = SelectiveBorrowing().fit(X, y, a, trial=s)
     assert sel.n_borrowed_ > 0 and np.mean(biased[sel.borrowed_]) < 0.1
-    res = sel.estimate(inference="analytic")
+    res = sel.estimate(inference="influence")
     assert abs(res.value - 1) < 4 * res.std_error
 
 
@@ -195,23 +200,22 @@ def test_binary_outcome_end_to_end():
     for name, cls in ESTIMATORS.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FewBorrowedWarning)
-            est = cls(random_state=0).fit(d["X"], d["y"], d["a"], d["s"])
-            res = est.estimate(inference="analytic")
+            est = cls(random_state=0).fit(d["X"], d["y"], d["a"], trial=d["s"])
+            res = est.estimate(inference="influence")
         assert np.isfinite(res.value) and res.std_error > 0, name
         assert abs(res.value - d["truth"]) < 0.25, name
-    aib = InfluenceBorrowing().fit(d["X"], d["y"], d["a"], d["s"])
-    assert type(aib.outcome_model_).__name__ == "LogisticOutcomeModel"
+    aib = InfluenceBorrowing().fit(d["X"], d["y"], d["a"], trial=d["s"])
+    assert type(aib.score_model_).__name__ == "LogisticOutcomeModel"
+    assert type(aib.outcome_models_["control"]).__name__ == "LogisticOutcomeModel"
 
 
 def test_binary_separation_clear_error():
     X, y, a, s = small(seed=9)
     yb = (X[:, 0] > 0).astype(float)         # outcome perfectly separated by x0
     with pytest.raises(ValueError, match="separated"):
-        InfluenceBorrowing(outcome_model=__import__(
-            "causalkit.borrowing", fromlist=["LogisticOutcomeModel"]).LogisticOutcomeModel(
-                ridge=0.0)).fit(X, yb, a, s)
-    est = InfluenceBorrowing().fit(X, yb, a, s)   # default ridge damps the separation
-    assert np.isfinite(est.estimate(inference="analytic").value)
+        InfluenceBorrowing(score_model=LogisticOutcomeModel(ridge=0.0)).fit(X, yb, a, trial=s)
+    est = InfluenceBorrowing().fit(X, yb, a, trial=s)   # default ridge damps the separation
+    assert np.isfinite(est.estimate(inference="influence").value)
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
@@ -221,17 +225,17 @@ def test_bad_input(name, data):
     a_bad = a.copy()
     a_bad[np.flatnonzero(s == 0)[0]] = 1
     with pytest.raises(ValueError, match="external controls"):
-        cls().fit(X, y, a_bad, s)
+        cls().fit(X, y, a_bad, trial=s)
     with pytest.raises(ValueError, match="both arms"):
-        cls().fit(X, y, np.where(s == 1, 1, 0), s)      # no trial controls
+        cls().fit(X, y, np.where(s == 1, 1, 0), trial=s)      # no trial controls
     X_nan = X.copy()
     X_nan[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        cls().fit(X_nan, y, a, s)
+        cls().fit(X_nan, y, a, trial=s)
     with pytest.raises(ValueError, match="length"):
-        cls().fit(X, y[:-1], a, s)
+        cls().fit(X, y[:-1], a, trial=s)
     with pytest.raises(ValueError, match="trial"):
-        cls().fit(X, y, a, np.full_like(s, 2))
+        cls().fit(X, y, a, trial=np.full_like(s, 2))
 
 
 @pytest.mark.parametrize("name", [n for n in ESTIMATORS if n != "trial"])
@@ -239,9 +243,9 @@ def test_no_external_controls_falls_back(name, data):
     X, y, a, s = data
     t = s == 1
     with pytest.warns(FallbackWarning):
-        est = ESTIMATORS[name]().fit(X[t], y[t], a[t], s[t])
-    res = est.estimate(inference="analytic")
-    ref = TrialOnly().fit(X[t], y[t], a[t], s[t]).estimate()
+        est = ESTIMATORS[name]().fit(X[t], y[t], a[t], trial=s[t])
+    res = est.estimate(inference="influence")
+    ref = TrialOnly().fit(X[t], y[t], a[t], trial=s[t]).estimate()
     assert res.value == pytest.approx(ref.value) and est.n_borrowed_ == 0
 
 
@@ -252,28 +256,29 @@ def test_protocol_and_determinism(name, data):
     assert twin.get_params() == est.get_params()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FewBorrowedWarning)
-        v1 = est.fit(*data).estimate(inference="analytic").value
-        v2 = twin.fit(*data).estimate(inference="analytic").value
+        v1 = est.fit(*data[:3], trial=data[3]).estimate(inference="influence").value
+        v2 = twin.fit(*data[:3], trial=data[3]).estimate(inference="influence").value
     assert v1 == v2
     with pytest.raises(ValueError, match="inference"):
         est.estimate(inference="sandwich")
 
 
 def test_bootstrap_refits_selection(data):
-    est = InfluenceBorrowing(random_state=0, grid=11).fit(*data)
+    est = InfluenceBorrowing(random_state=0, grid=11).fit(*data[:3], trial=data[3])
     boot = est.estimate(n_boot=20)          # default for AIB is the pipeline bootstrap
     assert boot.ci_method == "percentile" and boot.replicates.size == 20
     # the bootstrap refits the full sample: the same estimate up to floating-point summation
     # order (array alignment changes numpy's SIMD reductions in the last bits)
-    assert boot.value == pytest.approx(est.estimate(inference="analytic").value, rel=1e-12)
+    assert boot.value == pytest.approx(est.estimate(inference="influence").value, rel=1e-12)
     assert np.std(boot.replicates) > 0 and boot.details["n_borrowed"] == est.n_borrowed_
-    again = InfluenceBorrowing(random_state=0, grid=11).fit(*data).estimate(n_boot=20)
+    again = InfluenceBorrowing(random_state=0, grid=11).fit(*data[:3], trial=data[3])
+    again = again.estimate(n_boot=20)
     np.testing.assert_array_equal(boot.replicates, again.replicates)
 
 
 def test_gao_design_truth_and_logistic_propensity():
     d = gao_design(np.random.default_rng(0), omega=0.0, n_rct=2000, n_ec=1000)
-    est = TrialOnly(propensity="logistic").fit(d["X"], d["y"], d["a"], d["s"]).estimate()
+    est = TrialOnly(propensity="logistic").fit(d["X"], d["y"], d["a"], trial=d["s"]).estimate()
     assert abs(est.value - d["truth"]) < 3 * est.std_error
     assert d["truth"] < 0                     # trial selects low X1 + X2
 
@@ -282,8 +287,10 @@ def test_plot(data):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig = InfluenceBorrowing().fit(*data).plot()
-    assert len(fig.axes) == 2
+    from matplotlib.figure import Figure
+    fig = InfluenceBorrowing().fit(*data[:3], trial=data[3]).plot()
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
     plt.close(fig)
-    with pytest.raises(AttributeError):
-        TrialOnly().fit(*data).plot()
+    fig = TrialOnly().fit(*data[:3], trial=data[3]).plot()      # the core's forest plot
+    assert isinstance(fig, Figure)
+    plt.close(fig)

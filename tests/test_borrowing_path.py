@@ -80,7 +80,8 @@ def test_blocked_weighted_fit_matches_statsmodels_glm(monkeypatch):
 def _engine(propensity, variance_ratio):
     d = paper_a_design(np.random.default_rng(4), bias=0.3)
     data = prepare_data(d["X"], d["y"], d["a"], d["s"])
-    mu1, mu0, e, model0 = fit_nuisance(data, "auto", propensity)
+    mu1, mu0, e, models = fit_nuisance(data, "auto", propensity)
+    model0 = models["control"]
     nT, ctrl = data.n_trial, data.controls
     scores = influence_scores(model0, data.X[:nT][ctrl], data.y[:nT][ctrl], data.X[nT:],
                               data.y[nT:])

@@ -12,14 +12,14 @@ from causalkit.simulation import run_study, summarize
 ALL = ("trial", "full", "aib", "acib")
 
 
-def _study(reps, bias, frac=0.3, names=ALL, inference="analytic", n_boot=100, small=True,
+def _study(reps, bias, frac=0.3, names=ALL, inference="influence", n_boot=100, small=True,
            seed=11):
     size = dict(n_trial=200, n_treated=150, n_external=400, n_features=4) if small else {}
 
     def design(rng):
         return paper_a_design(rng, bias=bias, frac_biased=frac, **size)
 
-    ests = {n: StudyEstimator(n, inference=inference if n != "full" else "analytic",
+    ests = {n: StudyEstimator(n, inference=inference if n != "full" else "influence",
                               n_boot=n_boot, random_state=0) for n in names}
     return summarize(run_study(design, ests, reps, seed=seed, n_jobs=2, progress=False))
 

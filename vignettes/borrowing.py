@@ -56,14 +56,18 @@ pd.set_option("display.width", 140)
 
 # %%
 nsw = load_nsw_cps()
-X, y, a, s = nsw[NSW_COVARIATES], nsw["re78"], nsw["treat"], nsw["trial"]
 print(nsw.groupby("trial")[["re78", "age", "educ", "re75"]].mean().round(1))
 
+# %% [markdown]
+# Every estimator takes `fit(X, y, treatment, trial=...)` with arrays, or the data frame with
+# its roles named as columns (the covariates are then named in summaries and figures):
+
 # %%
-trial_only = TrialOnly().fit(X, y, a, s).estimate()
-full = FullBorrowing().fit(X, y, a, s).estimate()
-aib = InfluenceBorrowing(random_state=0).fit(X, y, a, s)
-aib_est = aib.estimate(inference="analytic")
+roles = dict(y="re78", treatment="treat", trial="trial", covariates=NSW_COVARIATES)
+trial_only = TrialOnly().fit(nsw, **roles).estimate()
+full = FullBorrowing().fit(nsw, **roles).estimate()
+aib = InfluenceBorrowing(random_state=0).fit(nsw, **roles)
+aib_est = aib.estimate(inference="influence")
 print(trial_only.summary())
 print(aib_est.summary())
 print(f"benchmark ${NSW_EXPERIMENTAL_BENCHMARK:,.0f}; full borrowing {full.value:,.0f} "
@@ -94,19 +98,19 @@ print(table[["estimate", "std_error", "ci_lower", "ci_upper", "n_borrowed",
 # %% [markdown]
 # ## Honest intervals: the pipeline bootstrap
 #
-# The analytic standard error treats the borrowed set as fixed. But the set was chosen by
-# looking at the outcomes: the influence score is small exactly for controls whose outcome
-# agrees with the trial-control model, so their residuals understate the noise and the
-# analytic SE is too small. `estimate()` of AIB and ACIB therefore defaults to
+# The influence-function standard error (`inference="influence"`) treats the borrowed set as
+# fixed. But the set was chosen by looking at the outcomes: the influence score is small
+# exactly for controls whose outcome agrees with the trial-control model, so their residuals
+# understate the noise and that SE is too small. `estimate()` of AIB and ACIB therefore defaults to
 # `inference="bootstrap"`: every resample (stratified by trial/external and arm) re-scores,
 # re-selects and re-estimates. On a simulated trial:
 
 # %%
 d = paper_a_design(np.random.default_rng(3), bias=0.5)
-est = InfluenceBorrowing(random_state=0).fit(d["X"], d["y"], d["a"], d["s"])
-analytic = est.estimate(inference="analytic")
+est = InfluenceBorrowing(random_state=0).fit(d["X"], d["y"], d["a"], trial=d["s"])
+influence = est.estimate(inference="influence")
 boot = est.estimate(n_boot=30 if QUICK else 200)
-print(f"truth 1.0; estimate {analytic.value:.3f}; analytic SE {analytic.std_error:.3f}; "
+print(f"truth 1.0; estimate {influence.value:.3f}; influence SE {influence.std_error:.3f}; "
       f"bootstrap SE {boot.std_error:.3f}; bootstrap 95% CI {np.round(boot.conf_int(), 3)}")
 
 # %% [markdown]
@@ -114,7 +118,7 @@ print(f"truth 1.0; estimate {analytic.value:.3f}; analytic SE {analytic.std_erro
 #
 # 400 trial units (300 treated, 100 controls), 800 external controls with covariates shifted
 # by 0.3, 8 covariates, linear or nonlinear control outcome; 30% of the external controls have
-# their outcome shifted by the bias level. 500 replications per scenario, analytic SEs
+# their outcome shifted by the bias level. 500 replications per scenario, influence SEs
 # (`simulations/borrowing_paper_a.py`; the committed tables are read here).
 
 # %%
@@ -137,14 +141,14 @@ cols = ["n_reps", "bias", "sd", "rmse", "coverage", "mean_ci_length", "mean_n_bo
 print(summary[cols].round(3).to_string())
 
 # %% [markdown]
-# What the committed 500-replication tables show (analytic SEs):
+# What the committed 500-replication tables show (influence-function SEs):
 #
 # * Without biased controls (linear outcome) full borrowing has RMSE 0.078 against 0.122 for
 #   the trial alone, with 95% coverage; AIB reaches 0.110 (about 10% better than the trial)
 #   while borrowing 478 of 800 controls on average; ACIB (ridge calibration) 0.111.
 # * With 30% of controls shifted by 0.5, full borrowing is biased (-0.113, coverage 0.71) and
 #   its RMSE rises to 0.137; AIB stays at 0.114 and the power prior at 0.124.
-# * The analytic intervals of the selecting estimators under-cover (AIB 0.80-0.83, ACIB
+# * The influence intervals of the selecting estimators under-cover (AIB 0.80-0.83, ACIB
 #   0.79-0.82, selective borrowing 0.82-0.84). The pipeline bootstrap (200 replications x 100
 #   resamples, table below) gives AIB 0.95 and ACIB 0.94 with percentile intervals.
 # * Gao et al.'s design with every external control shifted by omega = 3: full borrowing's

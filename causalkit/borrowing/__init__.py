@@ -1,6 +1,7 @@
 """Borrowing external controls for a randomised trial.
 
-Estimators (``fit(X, y, treatment, trial)`` then ``estimate()`` -> :class:`causalkit.Estimate`):
+Estimators (``fit(X, y, treatment, trial=...)``, or ``fit(df, y="re78", treatment="treat",
+trial="trial", covariates=[...])``, then ``estimate()`` -> :class:`causalkit.Estimate`):
 
 * :class:`InfluenceBorrowing` (AIB) and :class:`CalibratedInfluenceBorrowing` (ACIB): score each
   external control by its influence on the trial-control outcome model, borrow the

@@ -1,28 +1,66 @@
-"""Shared machinery of the borrowing estimators: validation, nuisance fits, inference."""
+"""Shared machinery of the borrowing estimators: the front end, nuisance fits, inference."""
 
 from __future__ import annotations
 
 import warnings
+from abc import ABCMeta, abstractmethod
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import is_classifier
 
-from causalkit._validation import check_positive_int
+from causalkit._base import CausalEstimator, reject_positional_roles, resolve_roles
+from causalkit._validation import seed_int
 from causalkit.borrowing._data import prepare_data
 from causalkit.borrowing.efficient import EfficientBorrowing
-from causalkit.borrowing.models import as_outcome_model, fit_logistic
-from causalkit.exceptions import CausalkitWarning, FallbackWarning
-from causalkit.inference import Estimate, bootstrap
-from causalkit.nuisance import clip_probabilities
+from causalkit.borrowing.models import LinearOutcomeModel, LogisticOutcomeModel, fit_logistic
+from causalkit.exceptions import FallbackWarning
+from causalkit.inference import Estimate
+from causalkit.nuisance import clip_probabilities, predict_positive_proba, seeded
 
-__all__ = ["BorrowingEstimator", "fit_nuisance", "INFERENCE"]
+__all__ = ["BorrowingEstimator", "fit_nuisance", "outcome_regression", "predict_outcome"]
 
-INFERENCE = ("analytic", "bootstrap")
 PROPENSITY = ("constant", "logistic")
+OUTCOME_SPECS = ("auto", "linear", "logistic")
 
 
-def fit_nuisance(data, outcome_model, propensity: str):
+def outcome_regression(spec, binary: bool):
+    """The unfitted outcome regression of an ``outcome_model=`` slot.
+
+    ``None`` or ``"auto"``: least squares with intercept
+    (:class:`~causalkit.borrowing.models.LinearOutcomeModel`), or logistic regression
+    (:class:`~causalkit.borrowing.models.LogisticOutcomeModel`) for a 0/1 outcome;
+    ``"linear"``/``"logistic"`` force one; any scikit-learn regressor, classifier (its
+    probability of class 1 is the prediction) or Pipeline is used as given (cloned).
+    """
+    if spec is None or isinstance(spec, str):
+        spec = "auto" if spec is None else spec
+        if spec not in OUTCOME_SPECS:
+            raise ValueError(f"outcome_model must be None, one of {OUTCOME_SPECS} or a "
+                             f"scikit-learn estimator; got {spec!r}")
+        if spec == "auto":
+            spec = "logistic" if binary else "linear"
+        return LogisticOutcomeModel() if spec == "logistic" else LinearOutcomeModel()
+    if not (hasattr(spec, "fit") and hasattr(spec, "predict") and hasattr(spec, "get_params")):
+        raise TypeError("outcome_model must be None, one of "
+                        f"{OUTCOME_SPECS} or a scikit-learn estimator; got {type(spec).__name__}")
+    return spec
+
+
+def predict_outcome(model, X) -> np.ndarray:
+    """Conditional mean from a fitted outcome regression (P(y = 1) for a classifier)."""
+    return predict_positive_proba(model, X) if is_classifier(model) else model.predict(X)
+
+
+def fit_nuisance(data, outcome_model, propensity: str, seed=None):
     """Outcome regressions on each trial arm and the trial propensity.
+
+    Parameters
+    ----------
+    data : HybridData
+    outcome_model : the ``outcome_model=`` slot (see :func:`outcome_regression`)
+    propensity : {"constant", "logistic"}
+    seed : int, optional
+        Seed of models with an unset ``random_state`` (:func:`causalkit.nuisance.seeded`).
 
     Returns
     -------
@@ -30,131 +68,133 @@ def fit_nuisance(data, outcome_model, propensity: str):
         Predictions for every row.
     e : ndarray of shape (n,)
         ``"constant"``: :math:`n_1/n_R` (randomised trial); ``"logistic"``: logistic regression
-        of treatment on covariates in the trial, clipped to [0.01, 0.99].
-    model0 : the outcome model fitted on the trial controls
+        of treatment on covariates in the trial (slope ridge 1e-4, so aliased covariates keep it
+        finite), clipped to [0.01, 0.99].
+    models : dict
+        The fitted outcome regressions, ``{"treated": ..., "control": ...}``.
     """
     if propensity not in PROPENSITY:
         raise ValueError(f"propensity must be one of {PROPENSITY}; got {propensity!r}")
     nT = data.n_trial
-    Xt, yt, at = data.X[:nT], data.y[:nT], data.a[:nT]
-    model1 = as_outcome_model(outcome_model, data.binary).fit(Xt[at == 1], yt[at == 1])
-    model0 = as_outcome_model(outcome_model, data.binary).fit(Xt[at == 0], yt[at == 0])
+    at = data.a[:nT]
+    model = outcome_regression(outcome_model, data.binary)
+    X_all = data.frame()
+    models, preds = {}, {}
+    for arm, label in ((1, "treated"), (0, "control")):
+        rows = np.flatnonzero(at == arm)
+        models[label] = seeded(model, seed).fit(data.frame(rows), data.y[rows])
+        preds[label] = predict_outcome(models[label], X_all)
     if propensity == "constant":
-        e = np.full(data.X.shape[0], at.mean())
+        e = np.full(data.n_rows, at.mean())
     else:
-        Z = np.hstack([np.ones((data.X.shape[0], 1)), data.X])
+        Z = np.hstack([np.ones((data.n_rows, 1)), data.X])
         beta, _ = fit_logistic(Z[:nT], at.astype(float), ridge=1e-4)
         e = clip_probabilities(1.0 / (1.0 + np.exp(-(Z @ beta))), name="trial propensity")
-    return model1.predict(data.X), model0.predict(data.X), e, model0
+    return preds["treated"], preds["control"], e, models
 
 
-class _Refit:
-    """Picklable bootstrap refit: clone, fit on a resample, return the analytic point estimate."""
+class BorrowingEstimator(CausalEstimator, metaclass=ABCMeta):
+    """Base class: ``fit(X, y, treatment, *, trial)`` then ``estimate()``.
 
-    def __init__(self, estimator):
-        self.estimator = estimator
+    ``trial`` is 1 for trial units and 0 for external controls (whose ``treatment`` must be 0).
+    With a DataFrame, roles may name its columns:
+    ``fit(df, y="re78", treatment="treat", trial="trial", covariates=[...])``.
 
-    def __call__(self, data):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CausalkitWarning)
-            fitted = clone(self.estimator).fit(data["X"], data["y"], data["a"], data["s"])
-        return fitted.estimate(inference="analytic").value
+    Inference: ``"influence"`` is the normal interval from the influence function of the
+    efficient estimator, treating the borrowed set as fixed; ``"bootstrap"`` the percentile
+    interval of the pipeline bootstrap (scores, calibration, selection and estimator refitted on
+    resamples drawn within trial arms and external controls; ``conf_int(method="normal")``
+    gives the normal interval with the bootstrap SE). In 200 replications x 100 resamples of
+    the Paper A design without bias the percentile interval covered 0.95 (AIB) and 0.94 (ACIB),
+    the normal one 0.965 and 0.96 (``simulations/results/borrowing/bootstrap_summary.csv``).
+    Estimators that choose the borrowed set from the outcomes default to the bootstrap (the
+    influence SE ignores the choice and under-covers), the others to ``"influence"``.
 
+    Subclasses implement ``_borrow(data)``, returning ``(BorrowedFit, borrowed_mask, details)``.
+    Without external controls every borrowing estimator falls back to :class:`TrialOnly`'s
+    estimate with a :class:`~causalkit.exceptions.FallbackWarning`.
 
-class BorrowingEstimator(BaseEstimator):
-    """Base class: ``fit(X, y, treatment, trial)`` then ``estimate()``.
-
-    Subclasses implement ``_fit(data)``, returning ``(BorrowedFit, borrowed_mask, details)``.
+    Attributes (after ``fit``): ``result_``, ``borrowed_`` (bool over the external controls, in
+    input order), ``n_borrowed_``, ``details_``, ``n_trial_``, ``n_external_``,
+    ``feature_names_in_``, ``n_features_in_``, ``data_`` (the validated data).
     """
 
     _label = "Borrowing"
-    _default_inference = "analytic"
+    _default_inference = "influence"
+    _nuisance_slots = {"outcome_model": "regressor"}
 
-    def fit(self, X, y, treatment, trial):
+    def fit(self, X, y=None, treatment=None, *args, trial=None, covariates=None):
         """Fit on trial units (``trial == 1``) and external controls (``trial == 0``).
 
         Parameters
         ----------
         X : array-like or DataFrame of shape (n, p)
-        y : array-like of shape (n,)
+            Covariates (with the DataFrame front end: the data, roles naming its columns).
+        y : array-like of shape (n,) or str
             Outcome (continuous, or binary 0/1).
-        treatment : array-like of shape (n,)
+        treatment : array-like of shape (n,) or str
             1 treated, 0 control; must be 0 for every external control.
-        trial : array-like of shape (n,)
+        trial : array-like of shape (n,) or str
             1 trial unit, 0 external control.
+        covariates : list of str, optional
+            Covariate columns of a DataFrame ``X`` (default: every column not used by a role).
 
         Returns
         -------
         self
         """
-        data = prepare_data(X, y, treatment, trial)
+        reject_positional_roles(self, args, "trial=")
+        X, roles = resolve_roles(X, {"y": y, "treatment": treatment, "trial": trial},
+                                 covariates=covariates)
+        self._check_params()
+        return self._fit_data(prepare_data(X, roles["y"], roles["treatment"], roles["trial"]))
+
+    def _check_params(self) -> None:
+        """Validate constructor arguments that the fit does not check itself (override)."""
+
+    def _fit(self, data) -> None:
         self.feature_names_in_ = np.asarray(data.feature_names, dtype=object)
-        self.n_features_in_ = data.X.shape[1]
+        self.n_features_in_ = len(data.feature_names)
         self.n_trial_ = data.n_trial
         self.n_external_ = data.n_external
-        inv = np.empty_like(data.order)
-        inv[data.order] = np.arange(data.order.size)
-        self.fit_data_ = {"X": data.X[inv], "y": data.y[inv], "a": data.a[inv],
-                          "s": data.s[inv]}
         if data.n_external == 0 and self._uses_external():
             warnings.warn(f"{type(self).__name__}: no external controls (trial == 0); falling "
-                          "back to the trial-only estimator", FallbackWarning, stacklevel=2)
-            mu1, mu0, e, _ = fit_nuisance(data, getattr(self, "outcome_model", "auto"),
-                                          getattr(self, "propensity", "constant"))
+                          "back to the trial-only estimator", FallbackWarning, stacklevel=4)
+            mu1, mu0, e, models = fit_nuisance(data, getattr(self, "outcome_model", None),
+                                               getattr(self, "propensity", "constant"),
+                                               self._seed("outcome"))
             engine = EfficientBorrowing(data, data.y[data.n_trial:], mu1, mu0, e)
             fit, mask, details = engine.evaluate(np.arange(0)), np.zeros(0, bool), {}
+            self.outcome_models_ = models
         else:
-            fit, mask, details = self._fit(data)
+            fit, mask, details = self._borrow(data)
         self.result_ = fit
         self.borrowed_ = mask
         self.n_borrowed_ = int(mask.sum())
         self.details_ = {"n_borrowed": self.n_borrowed_, "n_external": data.n_external,
                          "ess_external": fit.ess_external, "variance_ratio": fit.variance_ratio,
                          **details}
-        return self
+
+    @abstractmethod
+    def _borrow(self, data):
+        """``(BorrowedFit, borrowed_mask, details)`` on validated data with external controls."""
 
     def _uses_external(self) -> bool:
         return True
 
-    def estimate(self, inference=None, n_boot: int = 200, n_jobs: int = 1) -> Estimate:
-        """The ATE in the trial population.
+    def _seed(self, purpose: str) -> int:
+        """Integer seed for one named use (nested models), from :meth:`seed_for`."""
+        return seed_int(self.seed_for(purpose))
 
-        Parameters
-        ----------
-        inference : {"analytic", "bootstrap"}, optional
-            ``"analytic"``: influence-function SE treating the borrowed set as fixed.
-            ``"bootstrap"``: percentile interval from refitting the whole pipeline (scores,
-            calibration, selection, estimator) on resamples stratified by trial/external and
-            arm (``conf_int(method="normal")`` gives the normal interval with the bootstrap
-            SE). In 200 replications x 100 resamples of the Paper A design without bias the
-            percentile interval covered 0.95 (AIB) and 0.94 (ACIB), the normal one 0.965 and
-            0.96 (``simulations/results/borrowing/bootstrap_summary.csv``), so the percentile
-            form is the default. Defaults to the estimator's honest choice: bootstrap where
-            the borrowed set is chosen from the data (the analytic SE ignores that choice and
-            under-covers), analytic otherwise.
-        n_boot : int
-            Bootstrap replicates.
-        n_jobs : int
-            Parallel workers for the bootstrap.
+    def _point_estimate(self, target=None) -> float:
+        return self.result_.value
 
-        Returns
-        -------
-        causalkit.Estimate
-        """
-        if not hasattr(self, "result_"):
-            raise ValueError(f"{type(self).__name__} is not fitted; call fit first")
-        inference = self._default_inference if inference is None else inference
-        if inference not in INFERENCE:
-            raise ValueError(f"inference must be one of {INFERENCE}; got {inference!r}")
+    def _influence_estimate(self, target=None) -> Estimate:
         fit = self.result_
-        if inference == "analytic":
-            return Estimate(fit.value, fit.std_error, influence=fit.influence, name="ATE",
-                            method=self._label,
-                            n_obs=self.n_trial_ if fit.influence is None else fit.influence.size,
-                            details=dict(self.details_))
-        n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
-        d = self.fit_data_
-        est = bootstrap(_Refit(self), d, n_boot=n_boot, random_state=self.random_state,
-                        n_jobs=n_jobs, strata=2 * d["s"] + d["a"], method=self._label)
-        est.details.update(self.details_)
-        return est
+        return Estimate(fit.value, fit.std_error, influence=fit.influence, name=self._estimand,
+                        method=self._label,
+                        n_obs=self.n_trial_ if fit.influence is None else fit.influence.size,
+                        details=self._details())
+
+    def _details(self) -> dict:
+        return dict(self.details_)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from causalkit._validation import (
     check_array,
@@ -14,27 +16,48 @@ from causalkit._validation import (
     check_vector,
     feature_names_of,
 )
+from causalkit.borrowing.models import independent_columns
+from causalkit.exceptions import RankDeficientWarning, SmallSampleWarning
 
-__all__ = ["HybridData", "prepare_data"]
+__all__ = ["HybridData", "prepare_data", "MIN_ARM"]
+
+#: Fewest units a trial arm may have: an arm's outcome mean and spread need two.
+MIN_ARM = 2
 
 
 @dataclass
 class HybridData:
     """Trial units first, external controls after, covariates standardised once.
 
-    ``X`` is standardised with the mean and SD of the *pooled* sample (one common transform for
-    all groups: per-group scaling would remove exactly the covariate shift the methods must see).
+    ``X`` holds the identified covariates standardised with the mean and SD of the *pooled*
+    sample (one common transform for all groups: per-group scaling would remove exactly the
+    covariate shift the methods must see); ``names`` are their names. ``raw`` keeps every
+    validated input column (unstandardised) for :meth:`take`, ``feature_names`` their names.
     ``order`` maps rows back to the caller's row order.
+
+    As a data container of :class:`causalkit._base.CausalEstimator`: ``n_rows``, ``strata``
+    (``2 * trial + treatment``: the bootstrap resamples trial arms and external controls
+    separately) and :meth:`take`.
     """
 
     X: np.ndarray
     y: np.ndarray
     a: np.ndarray
     s: np.ndarray
+    raw: np.ndarray
     order: np.ndarray
     feature_names: list
+    names: list
     n_trial: int
     binary: bool
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def strata(self) -> np.ndarray:
+        return 2 * self.s + self.a
 
     @property
     def n_external(self) -> int:
@@ -53,29 +76,69 @@ class HybridData:
         """Boolean mask of trial controls within the trial rows."""
         return self.a[: self.n_trial] == 0
 
+    def frame(self, rows=slice(None)) -> pd.DataFrame:
+        """The standardised covariates of ``rows`` as a DataFrame named by ``names`` (so that
+        nuisance models report the user's column names)."""
+        return pd.DataFrame(self.X[rows], columns=self.names, copy=False)
 
-def prepare_data(X, y, treatment, trial) -> HybridData:
-    """Validate ``fit(X, y, treatment, trial)`` inputs and reorder trial rows first.
+    def take(self, idx) -> HybridData:
+        """The container of rows ``idx`` (of this container), validated and standardised as
+        a fresh fit would be."""
+        return prepare_data(self.raw[idx], self.y[idx], self.a[idx], self.s[idx],
+                            feature_names=self.feature_names)
+
+
+def prepare_data(X, y, treatment, trial, *, feature_names=None) -> HybridData:
+    """Validate ``fit(X, y, treatment, trial=...)`` inputs and reorder trial rows first.
+
+    Columns of ``X`` that are constant or aliased (a linear combination of the intercept and
+    earlier columns on the pooled sample, e.g. dummies that sum to one) are dropped with a
+    :class:`~causalkit.exceptions.RankDeficientWarning` naming them
+    (:func:`~causalkit.borrowing.models.independent_columns`). A trial arm with fewer units than
+    the default outcome model's parameters (identified covariates plus intercept) gives a
+    :class:`~causalkit.exceptions.SmallSampleWarning`.
 
     Raises
     ------
     ValueError
         NaN or infinite values, length mismatches, non-binary ``treatment``/``trial``, an
-        external control with ``treatment == 1``, a trial without both arms, a constant column.
+        external control with ``treatment == 1``, a trial arm with fewer than :data:`MIN_ARM`
+        units.
     """
-    names = feature_names_of(X)
-    Xa = check_array(X, "X")
+    names = feature_names_of(X) if feature_names is None else list(feature_names)
+    # C order: a DataFrame's values come column-major, and the reductions below must not
+    # depend on the memory layout (array and DataFrame input give identical numbers)
+    Xa = np.ascontiguousarray(check_array(X, "X"))
     n = Xa.shape[0]
     ya = check_vector(y, "y", n=n)
     a = check_binary(treatment, "treatment", n=n)
     s = check_trial_indicator(trial, n=n)
     check_external_controls(a, s)
-    sd = Xa.std(axis=0)
-    if np.any(sd == 0):
-        bad = [names[j] for j in np.flatnonzero(sd == 0)]
-        raise ValueError(f"X has constant column(s) {bad}; drop them (the models add an intercept)")
-    Xs = (Xa - Xa.mean(axis=0)) / sd
+    arms = np.bincount(a[s == 1], minlength=2)
+    if arms.min() < MIN_ARM:
+        raise ValueError(f"treatment: each trial arm (trial == 1) needs at least {MIN_ARM} "
+                         f"units; got {arms[1]} treated and {arms[0]} control units")
+    varying = np.ptp(Xa, axis=0) > 0
+    Xs = (Xa - Xa.mean(axis=0)) / np.where(varying, Xa.std(axis=0), 1.0)
+    Xs[:, ~varying] = 0.0
+    # centred columns are orthogonal to the intercept: aliasing with it means a zero column
+    keep = independent_columns(Xs)
+    if keep.size == 0:
+        raise ValueError(f"X: every covariate column is constant ({names})")
+    if keep.size < Xa.shape[1]:
+        dropped = [names[j] for j in np.setdiff1d(np.arange(Xa.shape[1]), keep)]
+        warnings.warn(f"X: column(s) {dropped} are constant or aliased (linear combinations of "
+                      "the intercept and earlier columns) and were dropped, as R's lm does",
+                      RankDeficientWarning, stacklevel=4)
+        Xs = Xs[:, keep]
     order = np.concatenate([np.flatnonzero(s == 1), np.flatnonzero(s == 0)])
+    Xs, Xa, ya, a, s = Xs[order], Xa[order], ya[order], a[order], s[order]
+    n_trial = int(s.sum())
+    if arms.min() < keep.size + 1:
+        warnings.warn(f"treatment: the smallest trial arm has {arms.min()} units, fewer than "
+                      f"the {keep.size + 1} parameters of a linear outcome model on "
+                      f"{keep.size} covariates; its fit is not identified (aliased columns are "
+                      "dropped)", SmallSampleWarning, stacklevel=4)
     binary = bool(np.isin(np.unique(ya), (0.0, 1.0)).all())
-    return HybridData(X=Xs[order], y=ya[order], a=a[order], s=s[order], order=order,
-                      feature_names=names, n_trial=int(s.sum()), binary=binary)
+    return HybridData(X=Xs, y=ya, a=a, s=s, raw=Xa, order=order, feature_names=names,
+                      names=[names[j] for j in keep], n_trial=n_trial, binary=binary)

@@ -1,5 +1,6 @@
 """Comparators for adaptive borrowing: no, full, calibrated-full, power-prior and
-adaptive-lasso selective borrowing. All share ``fit(X, y, treatment, trial)`` / ``estimate()``.
+adaptive-lasso selective borrowing. All share ``fit(X, y, treatment, *, trial)`` /
+``estimate()``.
 """
 
 from __future__ import annotations
@@ -8,11 +9,17 @@ import warnings
 
 import numpy as np
 
-from causalkit.borrowing._base import BorrowingEstimator, fit_nuisance
+from causalkit.borrowing._base import (
+    BorrowingEstimator,
+    fit_nuisance,
+    outcome_regression,
+    predict_outcome,
+)
 from causalkit.borrowing.efficient import EfficientBorrowing
-from causalkit.borrowing.estimators import calibrate_external
+from causalkit.borrowing.estimators import _Calibrated
+from causalkit.borrowing.models import identified_columns
 from causalkit.exceptions import FewBorrowedWarning
-from causalkit.inference import Estimate
+from causalkit.nuisance import seeded
 
 __all__ = ["TrialOnly", "FullBorrowing", "CalibratedFullBorrowing", "PowerPriorBorrowing",
            "SelectiveBorrowing"]
@@ -21,7 +28,7 @@ __all__ = ["TrialOnly", "FullBorrowing", "CalibratedFullBorrowing", "PowerPriorB
 class _FixedSetBorrowing(BorrowingEstimator):
     """Efficient estimator on a borrowed set fixed in advance (none or all)."""
 
-    def __init__(self, outcome_model="auto", variance_ratio="estimate", propensity="constant",
+    def __init__(self, outcome_model=None, variance_ratio="estimate", propensity="constant",
                  random_state=None):
         self.outcome_model = outcome_model
         self.variance_ratio = variance_ratio
@@ -34,9 +41,10 @@ class _FixedSetBorrowing(BorrowingEstimator):
     def _borrow_all(self) -> bool:
         return True
 
-    def _fit(self, data):
+    def _borrow(self, data):
         y_ext = self._external_outcomes(data)
-        mu1, mu0, e, _ = fit_nuisance(data, self.outcome_model, self.propensity)
+        mu1, mu0, e, self.outcome_models_ = fit_nuisance(data, self.outcome_model,
+                                                         self.propensity, self._seed("outcome"))
         engine = EfficientBorrowing(data, y_ext, mu1, mu0, e, self.variance_ratio)
         n = data.n_external if self._borrow_all() else 0
         return engine.evaluate(np.arange(n)), np.full(data.n_external, n > 0), {}
@@ -54,14 +62,16 @@ class TrialOnly(_FixedSetBorrowing):
 
     Parameters
     ----------
-    outcome_model : {"auto", "linear", "logistic"} or model
-        Outcome regression fitted on each trial arm.
+    outcome_model : None, {"auto", "linear", "logistic"} or scikit-learn estimator
+        Outcome regression fitted on each trial arm: any scikit-learn regressor, classifier
+        (probability of class 1) or Pipeline; ``None``/``"auto"``: least squares, or logistic
+        regression for a 0/1 outcome.
     variance_ratio : "estimate" or float
         Unused here (no external controls enter); kept for a common interface.
     propensity : {"constant", "logistic"}
         Trial treatment propensity.
-    random_state : int or None
-        Seed of ``estimate(inference="bootstrap")``.
+    random_state : None, int or SeedSequence
+        Seed of the nested models and of ``estimate(inference="bootstrap")``.
     """
 
     _label = "Trial only"
@@ -82,38 +92,42 @@ class FullBorrowing(_FixedSetBorrowing):
     _label = "Full borrowing"
 
 
-class CalibratedFullBorrowing(_FixedSetBorrowing):
+class CalibratedFullBorrowing(_Calibrated, _FixedSetBorrowing):
     """Full borrowing after R-learner outcome calibration of the external controls.
 
-    The calibration reuses the trial-control outcomes, which the analytic SE ignores (in the
+    The calibration reuses the trial-control outcomes, which the influence SE ignores (in the
     Paper A design its 95% intervals covered about 80% of the time), so ``estimate()``
-    defaults to the pipeline bootstrap, which refits the calibration on every resample.
+    defaults to the pipeline bootstrap, which refits the calibration on every resample. The
+    calibration's cross-fitting folds follow the row order, so a permutation of the rows moves
+    the estimate within its noise.
 
     Parameters
     ----------
-    calibration : {"linear", "kernel"}
+    calibration : {"linear", "constant", "kernel"}
         Bias model of :class:`~causalkit.borrowing.calibration.OutcomeCalibrator`.
-    n_folds : int
-        Cross-fitting folds of the calibration.
+    cv : int, scikit-learn splitter or precomputed folds
+        Cross-fitting folds of the calibration (over the pooled controls: trial controls, then
+        external controls, each in input order).
     (others as :class:`TrialOnly`)
+
+    Attributes
+    ----------
+    calibration_model_ : OutcomeCalibrator
+    calibrated_outcomes_ : ndarray of shape (n_external,)
+    folds_ : list of (train, test) index arrays
+        The calibration folds, as rows of the data passed to ``fit``.
     """
 
     _label = "Calibrated full borrowing"
     _default_inference = "bootstrap"
+    _row_order_dependent = True
 
-    def __init__(self, outcome_model="auto", calibration="linear", n_folds=5,
+    def __init__(self, outcome_model=None, calibration="linear", cv=5,
                  variance_ratio="estimate", propensity="constant", random_state=None):
         super().__init__(outcome_model=outcome_model, variance_ratio=variance_ratio,
                          propensity=propensity, random_state=random_state)
         self.calibration = calibration
-        self.n_folds = n_folds
-
-    def _external_outcomes(self, data):
-        seed = None if self.random_state is None else int(np.random.SeedSequence(
-            self.random_state).generate_state(1)[0])
-        self.calibration_model_, ytil = calibrate_external(data, self.calibration, self.n_folds,
-                                                           seed)
-        return ytil
+        self.cv = cv
 
 
 class PowerPriorBorrowing(BorrowingEstimator):
@@ -140,11 +154,19 @@ class PowerPriorBorrowing(BorrowingEstimator):
     Reference: Ibrahim & Chen (2000), *Stat. Sci.* 15(1); Gravestock & Held (2017),
     *Pharm. Stat.* 16(3) for the empirical-Bayes power.
 
+    Covariates aliased on the rows of a fit (the treated arm; the trial controls, pooled with
+    the external controls when :math:`a_0 > 0`) are dropped from it, with a
+    :class:`~causalkit.exceptions.RankDeficientWarning`, as R's ``lm`` does; each arm needs more
+    units than identified parameters for its residual variance.
+
+    Inference: the model gives no influence function; ``inference="influence"`` (the default)
+    is the normal interval with the posterior SD above, ``"bootstrap"`` the pipeline bootstrap.
+
     Parameters
     ----------
     a0 : float in [0, 1] or "eb"
         Power of the external likelihood.
-    random_state : int or None
+    random_state : None, int or SeedSequence
         Seed of ``estimate(inference="bootstrap")``.
 
     Attributes
@@ -152,40 +174,40 @@ class PowerPriorBorrowing(BorrowingEstimator):
     a0_ : float
         The power used. ``n_borrowed_`` counts external controls with a positive power and the
         estimate's ``details`` report the effective number :math:`a_0 n_E`.
+    coef_control_ : ndarray
+        Posterior mean of the control coefficients (intercept first; 0 for aliased columns).
     """
 
     _label = "Power prior"
+    _nuisance_slots = {}
 
     def __init__(self, a0="eb", random_state=None):
         self.a0 = a0
         self.random_state = random_state
 
-    def fit(self, X, y, treatment, trial):
-        """As :meth:`BorrowingEstimator.fit`; closed-form posterior."""
+    def _check_params(self) -> None:
         if not (self.a0 == "eb" or (np.isscalar(self.a0) and not isinstance(self.a0, str)
                                     and 0 <= self.a0 <= 1)):
             raise ValueError(f"a0 must be a number in [0, 1] or 'eb'; got {self.a0!r}")
-        return super().fit(X, y, treatment, trial)
 
-    def _fit(self, data):
+    def _borrow(self, data):
         nT = data.n_trial
-        Z = np.hstack([np.ones((data.X.shape[0], 1)), data.X])
+        Z = np.hstack([np.ones((data.n_rows, 1)), data.X])
         Zt, yt, at = Z[:nT], data.y[:nT], data.a[:nT]
         Z1, y1, Zc, yc = Zt[at == 1], yt[at == 1], Zt[at == 0], yt[at == 0]
         Ze, ye = Z[nT:], data.y[nT:]
-        q = Z.shape[1]
-        if min(Z1.shape[0], Zc.shape[0]) <= q:
-            raise ValueError(f"PowerPriorBorrowing needs more than {q} units in each trial arm")
-        beta1, *_ = np.linalg.lstsq(Z1, y1, rcond=None)
-        sigma1 = np.sum((y1 - Z1 @ beta1) ** 2) / (Z1.shape[0] - q)
-        cov1 = sigma1 * np.linalg.pinv(Z1.T @ Z1)
-        betac, *_ = np.linalg.lstsq(Zc, yc, rcond=None)
-        sigma0 = np.sum((yc - Zc @ betac) ** 2) / (Zc.shape[0] - q)
-        Gc, Ge = Zc.T @ Zc, Ze.T @ Ze
+        beta1, cov1, *_ = _ols(Z1, y1, data.names, "treated arm")
+        _, _, sigma0, keep = _ols(Zc, yc, data.names, "control arm")
         a0 = self._empirical_bayes(Zc, yc, Ze, ye, sigma0) if self.a0 == "eb" else float(self.a0)
-        prec = Gc + a0 * Ge
-        beta0 = np.linalg.solve(prec, Zc.T @ yc + a0 * (Ze.T @ ye))
-        cov0 = sigma0 * np.linalg.inv(prec)
+        if a0 > 0:
+            keep = identified_columns(np.vstack([Zc, Ze]), data.names,
+                                      "PowerPriorBorrowing (control arm and external controls)")
+        Gc, Ge = Zc.T @ Zc, Ze.T @ Ze
+        prec = (Gc + a0 * Ge)[np.ix_(keep, keep)]
+        beta0 = np.zeros(Z.shape[1])
+        beta0[keep] = np.linalg.solve(prec, (Zc.T @ yc + a0 * (Ze.T @ ye))[keep])
+        cov0 = np.zeros((Z.shape[1], Z.shape[1]))
+        cov0[np.ix_(keep, keep)] = sigma0 * np.linalg.inv(prec)
         xbar = Zt.mean(axis=0)
         effects = Zt @ (beta1 - beta0)
         tau = float(effects.mean())
@@ -208,9 +230,25 @@ class PowerPriorBorrowing(BorrowingEstimator):
         loglik = -0.5 * np.sum(np.log(var) + u2[None, :] / var, axis=1)
         return float(grid[np.argmax(loglik)])
 
-    def estimate(self, inference=None, n_boot: int = 200, n_jobs: int = 1) -> Estimate:
-        """Posterior mean and SD as a normal interval (``"analytic"``), or the bootstrap."""
-        return super().estimate(inference=inference, n_boot=n_boot, n_jobs=n_jobs)
+
+
+def _ols(Z, y, names, arm):
+    """Least squares of one trial arm on its identified columns: coefficients (0 where
+    aliased), their covariance :math:`\\hat\\sigma^2(Z^\\top Z)^{-1}`, :math:`\\hat\\sigma^2`
+    and the kept columns."""
+    keep = identified_columns(Z, names, f"PowerPriorBorrowing ({arm})")
+    df = Z.shape[0] - keep.size
+    if df < 1:
+        raise ValueError(f"PowerPriorBorrowing: the {arm} of the trial (treatment, trial == 1) "
+                         f"has {Z.shape[0]} units for {keep.size} identified parameters; its "
+                         "residual variance needs more units than parameters")
+    Zk = Z[:, keep]
+    beta = np.zeros(Z.shape[1])
+    beta[keep] = np.linalg.lstsq(Zk, y, rcond=None)[0]
+    sigma2 = float(np.sum((y - Zk @ beta[keep]) ** 2) / df)
+    cov = np.zeros((Z.shape[1], Z.shape[1]))
+    cov[np.ix_(keep, keep)] = sigma2 * np.linalg.pinv(Zk.T @ Zk)
+    return beta, cov, sigma2, keep
 
 
 class _PosteriorFit:
@@ -231,11 +269,16 @@ class SelectiveBorrowing(BorrowingEstimator):
     :math:`\\tilde b_j = Y_j - \\hat\\mu_0(X_j)` (trial-control outcome model) by the adaptive lasso
     on an identity design, whose closed form is soft thresholding:
 
-    .. math:: \\hat b_j = \\mathrm{sign}(\\tilde b_j)\\max(|\\tilde b_j| - n_E\\lambda w_j, 0),
+    .. math:: \\hat b_j = \\mathrm{sign}(\\tilde b_j)\\max(|\\tilde b_j| -
+              \\hat\\sigma_0 n_E\\lambda w_j, 0),
               \\qquad w_j \\propto |\\hat\\gamma_j|^{-\\nu},\\ \\textstyle\\sum_j w_j = n_E,
 
     with :math:`\\hat\\gamma_j = \\hat\\mu_E(X_j) - \\hat\\mu_0(X_j)` from an outcome model
-    fitted on the external controls. Controls with :math:`\\hat b_j = 0` are borrowed.
+    fitted on the external controls and :math:`\\hat\\sigma_0` the residual SD of the trial
+    controls (ddof 1). Controls with :math:`\\hat b_j = 0` are borrowed. The threshold is in
+    units of :math:`\\hat\\sigma_0`, as in a lasso on standardised outcomes, so the borrowed set
+    does not depend on the units of :math:`Y` (an unscaled threshold borrowed 69, 1,269 and
+    3,384 CPS controls on NSW with 1978 earnings in cents, dollars and thousands).
     :math:`(\\nu,\\lambda)`,
     :math:`\\nu\\in\\{1,2\\}` and 100 values of :math:`\\lambda` from :math:`n_E^{-(1+\\nu/5)}/2` to
     :math:`n_E^{-0.1}`, minimise the estimated MSE
@@ -252,34 +295,46 @@ class SelectiveBorrowing(BorrowingEstimator):
 
     Parameters
     ----------
-    outcome_model, variance_ratio, propensity, random_state
+    outcome_model
+        Outcome regression of the trial arms and of the external controls (as in
+        :class:`TrialOnly`: any scikit-learn regressor, classifier or Pipeline).
+    variance_ratio, propensity, random_state
         As in :class:`InfluenceBorrowing` (``variance_ratio`` defaults to 1 for the same reason:
         the selected controls are those with small residuals).
+
+    Attributes
+    ----------
+    outcome_models_ : dict
+        The fitted outcome regressions: ``"treated"``, ``"control"`` (trial arms) and
+        ``"external"``.
+    residual_sd_ : float
+        :math:`\\hat\\sigma_0`, the unit of the threshold.
     """
 
     _label = "Selective borrowing (adaptive lasso)"
     _default_inference = "bootstrap"
 
-    def __init__(self, outcome_model="auto", variance_ratio=1.0, propensity="constant",
+    def __init__(self, outcome_model=None, variance_ratio=1.0, propensity="constant",
                  random_state=None):
         self.outcome_model = outcome_model
         self.variance_ratio = variance_ratio
         self.propensity = propensity
         self.random_state = random_state
 
-    def _fit(self, data):
-        from causalkit.borrowing.models import as_outcome_model
-
+    def _borrow(self, data):
         nT, nE = data.n_trial, data.n_external
-        mu1, mu0, e, _ = fit_nuisance(data, self.outcome_model, self.propensity)
-        y_ext, X_ext = data.y[nT:], data.X[nT:]
-        model_e = as_outcome_model(self.outcome_model, data.binary).fit(X_ext, y_ext)
+        mu1, mu0, e, models = fit_nuisance(data, self.outcome_model, self.propensity,
+                                           self._seed("outcome"))
+        y_ext, X_ext = data.y[nT:], data.frame(slice(nT, None))
+        model = outcome_regression(self.outcome_model, data.binary)
+        models["external"] = seeded(model, self._seed("external-outcome")).fit(X_ext, y_ext)
+        self.outcome_models_ = models
         btil = y_ext - mu0[nT:]
-        gamma = np.abs(model_e.predict(X_ext) - mu0[nT:])
+        gamma = np.abs(predict_outcome(models["external"], X_ext) - mu0[nT:])
         engine = EfficientBorrowing(data, y_ext, mu1, mu0, e, self.variance_ratio)
+        self.residual_sd_ = sigma = float(np.sqrt(engine.var_trial_controls))
         base = engine.evaluate(np.arange(0))
         best, best_mse, best_set = base, base.std_error ** 2, np.arange(0)
-        seen = set()
         for nu in (1, 2):
             w = np.where(gamma > 0, gamma, np.finfo(float).tiny) ** (-float(nu))
             w = np.where(np.isfinite(w), w, 1e300)
@@ -287,14 +342,17 @@ class SelectiveBorrowing(BorrowingEstimator):
             lo, hi = nE ** -(1 + nu / 5) / 2, nE ** -0.1
             if hi < lo:
                 hi = max(0.9, lo + 0.1)
-            for lam in np.linspace(lo, hi, 100):
-                chosen = np.flatnonzero(np.abs(btil) <= nE * lam * w)
-                key = chosen.tobytes()
-                if chosen.size == 0 or key in seen:
-                    continue
-                seen.add(key)
-                fit = engine.evaluate(chosen)
-                contrib = np.sum(fit.weights[nT:] * btil[chosen]) / (nT + chosen.size)
+            # b_j = 0 iff |b~_j| / w_j <= sigma n_E lambda: the sets grow along the lambda grid,
+            # each a prefix of the controls sorted by that ratio (one warm-started path)
+            with np.errstate(divide="ignore"):
+                ratio = np.abs(btil) / w
+            order = np.argsort(ratio, kind="stable")
+            sizes = np.unique(np.searchsorted(ratio[order], sigma * nE * np.linspace(lo, hi, 100),
+                                              side="right"))
+            sizes = sizes[sizes > 0]
+            for k, fit in zip(sizes, engine.nested(order, sizes), strict=True):
+                chosen = order[:k]
+                contrib = np.sum(fit.weights[nT:] * btil[chosen]) / (nT + k)
                 mse = contrib ** 2 + fit.std_error ** 2
                 if mse < best_mse:
                     best, best_mse, best_set = fit, mse, chosen

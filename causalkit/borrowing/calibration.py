@@ -37,14 +37,16 @@ of Yang, Li, Wu & Yang (2026), arXiv:2604.13973.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.model_selection import GridSearchCV
 
-from causalkit._validation import check_array, check_binary, check_positive_int, check_vector
-from causalkit.nuisance import cross_fit
+from causalkit._validation import check_array, check_binary, check_vector
+from causalkit.nuisance import cross_fit, make_folds
 
 __all__ = ["OutcomeCalibrator", "CALIBRATIONS"]
 
@@ -64,9 +66,10 @@ class OutcomeCalibrator(BaseEstimator):
     method : {"linear", "constant", "kernel"}
         Bias model :math:`b(x)`: linear, constant, or Gaussian kernel ridge (at most
         :data:`KERNEL_MAX_ROWS` pooled controls).
-    n_folds : int
-        Cross-fitting folds for :math:`\\hat m` and :math:`\\hat\\rho`.
-    random_state : int or None
+    cv : int, scikit-learn splitter or precomputed folds
+        Cross-fitting folds for :math:`\\hat m` and :math:`\\hat\\rho`
+        (:func:`causalkit.nuisance.make_folds`; an int stratifies on the source).
+    random_state : None, int or SeedSequence
         Seed of the fold split.
 
     Attributes
@@ -77,32 +80,43 @@ class OutcomeCalibrator(BaseEstimator):
         The fitted kernel bias model (``method="kernel"``).
     alpha_ : float
         The chosen penalty :math:`\\lambda`.
+    folds_ : list of (train, test) index arrays
+        The cross-fitting folds (rows of the pooled controls).
+    fold_models_ : dict
+        The fitted fold models of :math:`\\hat m` (``"outcome"``) and :math:`\\hat\\rho`
+        (``"external"``).
     """
 
-    def __init__(self, method: str = "linear", n_folds: int = 5, random_state=None):
+    def __init__(self, method: str = "linear", cv=5, random_state=None):
         self.method = method
-        self.n_folds = n_folds
+        self.cv = cv
         self.random_state = random_state
 
     def fit(self, X, y, external):
         """Fit on pooled controls; ``external`` is 1 for external controls, 0 for trial ones."""
         if self.method not in CALIBRATIONS:
             raise ValueError(f"method must be one of {CALIBRATIONS}; got {self.method!r}")
-        folds = check_positive_int(self.n_folds, "n_folds", minimum=2)
         X = check_array(X, "X")
         y = check_vector(y, "y", n=X.shape[0])
         d = check_binary(external, "external", n=X.shape[0]).astype(float)
-        if min(d.sum(), (1 - d).sum()) < folds:
-            raise ValueError(f"calibration needs at least n_folds={folds} trial controls and "
-                             "external controls")
         if self.method == "kernel" and X.shape[0] > KERNEL_MAX_ROWS:
             raise ValueError(f"method='kernel' supports at most {KERNEL_MAX_ROWS} pooled controls "
                              f"(got {X.shape[0]}); use method='linear'")
+        n_ext, n_trial = int(d.sum()), int((1 - d).sum())
+        if isinstance(self.cv, numbers.Integral) and min(n_ext, n_trial) < self.cv:
+            raise ValueError(f"calibration with cv={self.cv} needs at least {self.cv} trial "
+                             f"controls and {self.cv} external controls (trial == 1 and 0); "
+                             f"got {n_trial} and {n_ext}")
+        self.folds_ = make_folds(self.cv, X.shape[0], stratify=d, random_state=self.random_state)
+        if any(np.ptp(d[train]) == 0 for train, _ in self.folds_):
+            raise ValueError("calibration: every cross-fitting fold needs trial controls and "
+                             "external controls (trial == 1 and 0) to train on")
         m_model = (LinearRegression() if self.method != "kernel"
                    else KernelRidge(kernel="rbf", gamma=1.0 / X.shape[1], alpha=0.1))
-        m_hat = cross_fit(m_model, X, y, cv=folds, random_state=self.random_state)
-        rho = cross_fit(LogisticRegression(max_iter=1000), X, d, cv=folds,
-                        method="predict_proba", random_state=self.random_state)
+        m_hat, _, m_models = cross_fit(m_model, X, y, cv=self.folds_, return_models=True)
+        rho, _, rho_models = cross_fit(LogisticRegression(max_iter=1000), X, d, cv=self.folds_,
+                                       method="predict_proba", return_models=True)
+        self.fold_models_ = {"outcome": m_models, "external": rho_models}
         resid, lever = y - m_hat, d - rho
         if self.method != "kernel":
             design = np.ones((X.shape[0], 1))

@@ -13,18 +13,78 @@ An *influence-ready* outcome model is any object with
 :class:`LinearOutcomeModel` (squared loss) and :class:`LogisticOutcomeModel` (log loss) implement
 it in closed form; :class:`SklearnGLM` adapts a scikit-learn linear model (``coef_``,
 ``intercept_``): a regressor is read as squared loss and a classifier as log loss.
+
+Aliased columns: a column that is (numerically) a linear combination of the intercept and the
+columns before it on the fitting rows is dropped before fitting, with a
+:class:`~causalkit.exceptions.RankDeficientWarning` naming it (:func:`independent_columns`, the
+rule of R's ``lm``). Its coefficient is reported as 0 and it gets no gradient or Hessian entry,
+so the influence scores are those of the model on the identified columns.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+from scipy.linalg import qr
 from scipy.special import expit
 from sklearn.base import BaseEstimator, RegressorMixin, clone, is_classifier
 
-from causalkit._validation import check_array, check_vector
+from causalkit._validation import check_array, check_vector, feature_names_of
+from causalkit.exceptions import RankDeficientWarning
 
 __all__ = ["LinearOutcomeModel", "LogisticOutcomeModel", "SklearnGLM", "fit_logistic",
-           "logistic_path", "as_outcome_model"]
+           "logistic_path", "as_outcome_model", "independent_columns", "identified_columns",
+           "ALIAS_TOL"]
+
+#: Tolerance of :func:`independent_columns`: R's ``lm`` default (``qr(tol = 1e-07)``).
+ALIAS_TOL = 1e-7
+
+
+def independent_columns(Z, tol: float = ALIAS_TOL) -> np.ndarray:
+    """Indices of the columns of ``Z`` that R's ``lm`` keeps, in order.
+
+    Columns are taken left to right; column :math:`j` is aliased (dropped) when its residual
+    after projecting on the kept columns before it is at most ``tol`` times its own norm,
+    :math:`|R_{jj}| \\le \\mathrm{tol}\\,\\|Z_j\\|` in the QR factorisation of the kept columns.
+    This is the limited column pivoting of LINPACK's ``dqrdc2`` used by ``lm``: earlier
+    columns (the intercept first) are preferred, unlike the norm-greedy pivoting of LAPACK's
+    ``geqp3``, which could drop the intercept. Each aliased column costs one more QR of the
+    remaining columns; zero columns are aliased, and so is every column beyond the number of
+    rows.
+
+    References
+    ----------
+    Dongarra, Bunch, Moler & Stewart (1979), *LINPACK Users' Guide*, ch. 9 (``dqrdc``); R Core
+    Team, ``?qr`` (``LAPACK = FALSE``, ``tol = 1e-07``).
+    """
+    Z = np.asarray(Z, dtype=float)
+    norms = np.linalg.norm(Z, axis=0)
+    keep = np.flatnonzero(norms > 0)
+    while keep.size:
+        R = qr(Z[:, keep], mode="r", check_finite=False)[0]
+        diag = np.abs(np.diag(R))
+        bad = np.flatnonzero(diag <= tol * norms[keep[:diag.size]])
+        if bad.size == 0:
+            return keep[:diag.size]
+        keep = np.delete(keep, bad[0])
+    return keep
+
+
+def identified_columns(Z, names, who: str, sample_weight=None) -> np.ndarray:
+    """Kept columns of a design ``Z`` whose column 0 is the intercept and columns ``1..`` the
+    covariates ``names`` (:func:`independent_columns`, rows weighted by ``sample_weight``);
+    warns with a :class:`~causalkit.exceptions.RankDeficientWarning` naming the dropped
+    covariates, ``who`` naming the fit."""
+    Zw = Z if sample_weight is None else Z * np.sqrt(np.asarray(sample_weight, float))[:, None]
+    keep = independent_columns(Zw)
+    if keep.size < Z.shape[1]:
+        dropped = [names[j - 1] if j else "intercept"
+                   for j in np.setdiff1d(np.arange(Z.shape[1]), keep)]
+        warnings.warn(f"{who}: column(s) {dropped} are aliased on the {Z.shape[0]} fitting rows "
+                      "(linear combinations of the intercept and earlier columns) and were "
+                      "dropped, as R's lm does", RankDeficientWarning, stacklevel=3)
+    return keep
 
 
 def _design(X: np.ndarray) -> np.ndarray:
@@ -44,6 +104,11 @@ def _gradients(X: np.ndarray, resid: np.ndarray) -> np.ndarray:
     G[:, 0] = resid
     np.multiply(X, resid[:, None], out=G[:, 1:])
     return G
+
+
+def _restrict(G: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The identified columns of the gradients (no copy when all are kept)."""
+    return G if keep.size == G.shape[1] else G[:, keep]
 
 
 def _penalty(q: int, ridge: float) -> np.ndarray:
@@ -268,19 +333,24 @@ class LinearOutcomeModel(RegressorMixin, BaseEstimator):
         self.ridge = ridge
 
     def fit(self, X, y, sample_weight=None):
-        """Fit by solving the (weighted) normal equations."""
+        """Fit by solving the (weighted) normal equations on the identified columns."""
         if not (np.isscalar(self.ridge) and self.ridge >= 0):
             raise ValueError(f"ridge must be a number >= 0; got {self.ridge!r}")
-        X = check_array(X, "X")
-        y = check_vector(y, "y", n=X.shape[0])
-        Z = _design(X)
+        Xa = check_array(X, "X")
+        y = check_vector(y, "y", n=Xa.shape[0])
+        Z = _design(Xa)
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        gram = (Z * w[:, None]).T @ Z / w.sum() + _penalty(Z.shape[1], self.ridge)
-        rhs = (Z * w[:, None]).T @ y / w.sum()
-        self.coef_full_ = np.linalg.lstsq(gram, rhs, rcond=None)[0]
+        self.keep_ = identified_columns(Z, feature_names_of(X, Xa.shape[1]),
+                                        type(self).__name__, sample_weight)
+        Zk = Z[:, self.keep_]
+        gram = ((Zk * w[:, None]).T @ Zk / w.sum()
+                + _penalty(Z.shape[1], self.ridge)[np.ix_(self.keep_, self.keep_)])
+        rhs = (Zk * w[:, None]).T @ y / w.sum()
+        self.coef_full_ = np.zeros(Z.shape[1])
+        self.coef_full_[self.keep_] = np.linalg.lstsq(gram, rhs, rcond=None)[0]
         self.intercept_ = float(self.coef_full_[0])
         self.coef_ = self.coef_full_[1:]
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = Xa.shape[1]
         self.hessian_ = gram
         return self
 
@@ -289,9 +359,11 @@ class LinearOutcomeModel(RegressorMixin, BaseEstimator):
         return _linear_predictor(check_array(X, "X"), self.coef_full_)
 
     def loss_gradients(self, X, y):
-        """Per-unit gradients :math:`-\\tilde x_i (y_i - \\tilde x_i^\\top\\hat\\theta)`."""
+        """Per-unit gradients :math:`-\\tilde x_i (y_i - \\tilde x_i^\\top\\hat\\theta)`
+        (identified columns)."""
         X = np.asarray(X, dtype=float)
-        return _gradients(X, _linear_predictor(X, self.coef_full_) - np.asarray(y, dtype=float))
+        resid = _linear_predictor(X, self.coef_full_) - np.asarray(y, dtype=float)
+        return _restrict(_gradients(X, resid), self.keep_)
 
     def loss_hessian(self, X=None):
         """Mean Hessian on the fitting rows (squared loss: it does not depend on the data)."""
@@ -323,14 +395,17 @@ class LogisticOutcomeModel(BaseEstimator):
         """Fit by penalised Newton iterations; raise on separation when unpenalised."""
         if not (np.isscalar(self.ridge) and self.ridge >= 0):
             raise ValueError(f"ridge must be a number >= 0; got {self.ridge!r}")
-        X = check_array(X, "X")
-        y = check_vector(y, "y", n=X.shape[0])
+        Xa = check_array(X, "X")
+        y = check_vector(y, "y", n=Xa.shape[0])
         if np.any((y < 0) | (y > 1)):
             raise ValueError("LogisticOutcomeModel needs outcomes in [0, 1]")
-        Z = _design(X)
-        beta, converged = fit_logistic(Z, y, ridge=self.ridge, sample_weight=sample_weight,
-                                       max_iter=self.max_iter)
-        p = expit(Z @ beta)
+        Z = _design(Xa)
+        self.keep_ = identified_columns(Z, feature_names_of(X, Xa.shape[1]),
+                                        type(self).__name__, sample_weight)
+        Zk = Z[:, self.keep_]
+        beta_k, converged = fit_logistic(Zk, y, ridge=self.ridge, sample_weight=sample_weight,
+                                         max_iter=self.max_iter)
+        p = expit(Zk @ beta_k)
         separated = np.all((p < 1e-6) | (p > 1 - 1e-6))
         if not converged or separated:
             raise ValueError(
@@ -338,12 +413,13 @@ class LogisticOutcomeModel(BaseEstimator):
                 "trial controls, so the maximum-likelihood fit does not exist; use ridge > 0 "
                 f"(currently {self.ridge!r}) or fewer covariates")
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        self.coef_full_ = beta
-        self.intercept_ = float(beta[0])
-        self.coef_ = beta[1:]
-        self.n_features_in_ = X.shape[1]
-        self.hessian_ = ((Z * (w * p * (1 - p))[:, None]).T @ Z / w.sum()
-                         + _penalty(Z.shape[1], self.ridge))
+        self.coef_full_ = np.zeros(Z.shape[1])
+        self.coef_full_[self.keep_] = beta_k
+        self.intercept_ = float(self.coef_full_[0])
+        self.coef_ = self.coef_full_[1:]
+        self.n_features_in_ = Xa.shape[1]
+        self.hessian_ = ((Zk * (w * p * (1 - p))[:, None]).T @ Zk / w.sum()
+                         + _penalty(Zk.shape[1], self.ridge))
         return self
 
     def predict(self, X):
@@ -354,7 +430,7 @@ class LogisticOutcomeModel(BaseEstimator):
         """Per-unit gradients :math:`\\tilde x_i(\\hat p_i - y_i)`."""
         X = np.asarray(X, dtype=float)
         p = expit(_linear_predictor(X, self.coef_full_))
-        return _gradients(X, p - np.asarray(y, dtype=float))
+        return _restrict(_gradients(X, p - np.asarray(y, dtype=float)), self.keep_)
 
     def loss_hessian(self, X=None):
         """Mean Hessian on the fitting rows."""
@@ -387,26 +463,29 @@ class SklearnGLM(BaseEstimator):
         from sklearn.linear_model import LinearRegression
 
         base = LinearRegression() if self.model is None else self.model
-        X = check_array(X, "X")
-        y = check_vector(y, "y", n=X.shape[0])
+        Xa = check_array(X, "X")
+        y = check_vector(y, "y", n=Xa.shape[0])
         fitted = clone(base)
         if sample_weight is None:
-            fitted.fit(X, y)
+            fitted.fit(Xa, y)
         else:
-            fitted.fit(X, y, sample_weight=sample_weight)
+            fitted.fit(Xa, y, sample_weight=sample_weight)
         if not (hasattr(fitted, "coef_") and hasattr(fitted, "intercept_")):
             raise TypeError("SklearnGLM needs a linear model exposing coef_ and intercept_")
         self.model_ = fitted
         self.logistic_ = is_classifier(fitted)
         self.coef_full_ = np.concatenate([np.ravel(fitted.intercept_)[:1],
                                           np.ravel(fitted.coef_)])
-        Z = _design(X)
+        Z = _design(Xa)
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        self.keep_ = identified_columns(Z, feature_names_of(X, Xa.shape[1]),
+                                        type(self).__name__, sample_weight)
+        Zk = Z[:, self.keep_]
         curv = expit(Z @ self.coef_full_) if self.logistic_ else None
         weights = w * (curv * (1 - curv) if self.logistic_ else 1.0)
-        self.hessian_ = ((Z * weights[:, None]).T @ Z / w.sum()
-                         + float(self.damping) * np.eye(Z.shape[1]))
-        self.n_features_in_ = X.shape[1]
+        self.hessian_ = ((Zk * weights[:, None]).T @ Zk / w.sum()
+                         + float(self.damping) * np.eye(Zk.shape[1]))
+        self.n_features_in_ = Xa.shape[1]
         return self
 
     def predict(self, X):
@@ -419,7 +498,7 @@ class SklearnGLM(BaseEstimator):
         X = np.asarray(X, dtype=float)
         eta = _linear_predictor(X, self.coef_full_)
         resid = (expit(eta) - y) if self.logistic_ else (eta - y)
-        return _gradients(X, np.asarray(resid, dtype=float))
+        return _restrict(_gradients(X, np.asarray(resid, dtype=float)), self.keep_)
 
     def loss_hessian(self, X=None):
         """Mean Hessian on the fitting rows (plus damping)."""

@@ -2,9 +2,10 @@
 
 * :func:`paper_a`: the design of Yang, Li & Wu (2025) (:func:`~causalkit.borrowing.designs.
   paper_a_design`): linear and nonlinear outcomes, 30% of the external controls biased by
-  0 (none), 0.1, 0.3 or 0.5; 500 replications per scenario, analytic SEs.
+  0 (none), 0.1, 0.3 or 0.5; 500 replications per scenario, influence-function SEs.
 * :func:`gao`: the reference design of Gao et al. (2025), every external control shifted by
-  :math:`\\omega \\in \\{0.3, 3\\}`; 500 replications, analytic SEs, estimated trial propensity.
+  :math:`\\omega \\in \\{0.3, 3\\}`; 500 replications, influence-function SEs, estimated trial
+  propensity.
 * :func:`bootstrap_coverage`: pipeline-bootstrap intervals of AIB and ACIB in the Paper A
   linear design without bias (60 replications x 50 resamples by default).
 
@@ -42,7 +43,7 @@ class StudyEstimator:
     ``n_borrowed`` and ``share_biased`` in the details. ``random_state`` defaults to 0 so that
     cross-fitting folds and bootstrap resamples are reproducible."""
 
-    def __init__(self, name: str, inference: str = "analytic", n_boot: int = 100, **params):
+    def __init__(self, name: str, inference: str = "influence", n_boot: int = 100, **params):
         params.setdefault("random_state", 0)
         self.name, self.inference, self.n_boot, self.params = name, inference, n_boot, params
 
@@ -50,7 +51,7 @@ class StudyEstimator:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CausalkitWarning)
             est = ESTIMATORS[self.name](**self.params).fit(data["X"], data["y"], data["a"],
-                                                           data["s"])
+                                                           trial=data["s"])
             out = est.estimate(inference=self.inference, n_boot=self.n_boot)
         n = est.n_borrowed_
         if out.replicates is not None:
@@ -93,7 +94,7 @@ def _estimators(propensity="constant"):
 
 def paper_a(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", scheduler=None,
             out=None, quick: bool = False) -> pd.DataFrame:
-    """Paper A design, 8 scenarios x 7 estimators (analytic SE); returns the summary.
+    """Paper A design, 8 scenarios x 7 estimators (influence-function SE); returns the summary.
 
     ``out`` names the replication CSV; one file per scenario is written beside it
     (``<stem>_<scenario>.csv``, resumable) plus ``<stem>_summary.csv``. ``quick``: 2 scenarios,
@@ -121,7 +122,7 @@ def bootstrap_coverage(reps=None, seed: int = 7, n_jobs: int = 1, backend="loky"
                        n_boot: int = 100) -> pd.DataFrame:
     """Pipeline-bootstrap coverage of AIB and ACIB in the Paper A linear design without biased
     controls: 200 replications x ``n_boot`` = 100 resamples by default (a bootstrap fit costs
-    ``n_boot`` pipeline fits, so fewer replications than the analytic studies). The CSV holds
+    ``n_boot`` pipeline fits, so fewer replications than the other studies). The CSV holds
     the percentile interval (``ci_lower``, ``ci_upper``) and the normal interval with the
     bootstrap SE (``normal_lower``, ``normal_upper``); the summary adds
     ``coverage_normal``."""
