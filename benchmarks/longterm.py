@@ -26,7 +26,7 @@ def _time(make, data, repeat=1, inference="influence"):
     wall = cpu = np.inf
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
-        est = make().fit(data["X"], data["treatment"], data["short"], data["outcome"])
+        est = make().fit(data["X"], data["outcome"], data["treatment"], short=data["short"])
         est.estimate(inference=inference)
         wall = min(wall, time.perf_counter() - start)
         cpu = min(cpu, time.process_time() - start_cpu)

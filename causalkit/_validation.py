@@ -94,7 +94,7 @@ def check_array(X, name: str = "X", *, allow_nan: bool = False, min_rows: int = 
 
     Returns
     -------
-    numpy.ndarray of float, shape (n, p)
+    numpy.ndarray of float, shape (n, p), C-contiguous
     """
     if X is None:
         raise ValueError(f"{name} is required; got None")
@@ -109,7 +109,9 @@ def check_array(X, name: str = "X", *, allow_nan: bool = False, min_rows: int = 
     if arr.shape[1] == 0:
         raise ValueError(f"{name} has no columns")
     _check_finite(arr, name, allow_nan, columns)
-    return arr
+    # one memory layout whatever the input (a DataFrame converts column-major), so that sums
+    # run in the same order and array and DataFrame input give bit-identical numbers
+    return np.ascontiguousarray(arr)
 
 
 def check_vector(y, name: str = "y", *, n: int | None = None,

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 from sklearn.base import clone, is_classifier
 from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.pipeline import Pipeline
 
 from causalkit._validation import as_seed_sequence, check_positive_int, child_seed, seed_int
 from causalkit.exceptions import ClippingWarning
@@ -26,11 +27,14 @@ __all__ = ["fit_clone", "make_folds", "cross_fit", "seeded", "default_if_none",
 def fit_clone(model, X, y, sample_weight=None):
     """Fit a fresh clone of ``model`` on ``(X, y)`` and return it.
 
-    ``sample_weight`` is passed to ``fit`` only when given.
+    ``sample_weight`` is passed to ``fit`` only when given; a Pipeline passes it to its final
+    step (the preprocessing steps are fitted unweighted).
     """
     fitted = clone(model)
     if sample_weight is None:
         return fitted.fit(X, y)
+    if isinstance(fitted, Pipeline):
+        return fitted.fit(X, y, **{f"{fitted.steps[-1][0]}__sample_weight": sample_weight})
     return fitted.fit(X, y, sample_weight=sample_weight)
 
 

@@ -25,11 +25,11 @@ VARIANTS = {"cv5": (5, False), "cv1": (1, False), "cv5_normalized": (5, True),
 
 def _replicate(design, rep: int, n: int) -> dict:
     s = design.sample(np.random.default_rng([SEED, rep]), n=n)
-    args = (s["X"], s["treatment"], s["short"], s["outcome"])
+    roles = dict(X=s["X"], y=s["outcome"], treatment=s["treatment"], short=s["short"])
     row = {"rep": rep}
     for name, (cv, normalize) in VARIANTS.items():
         fit = MonotoneAIPW(outcome_model=DummyRegressor(), cv=cv, normalize=normalize,
-                           random_state=1).fit(*args)
+                           random_state=1).fit(**roles)
         row[name] = fit.ate_
         row[f"clip_{name}"] = int(fit.n_clipped_.sum())
     return row

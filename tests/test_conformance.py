@@ -425,7 +425,9 @@ def test_summary_table_and_plot(name):
         warnings.simplefilter("ignore", CausalkitWarning)
         text = est.summary(**kwargs)
         table = est.to_frame(**kwargs)
-        fig = est.plot()
+        takes_kwargs = any(p.kind is p.VAR_KEYWORD
+                           for p in inspect.signature(est.plot).parameters.values())
+        fig = est.plot(**kwargs) if takes_kwargs else est.plot()
     assert isinstance(text, str) and len(text.splitlines()) > 3
     assert isinstance(table, pd.DataFrame) and len(table) >= 1
     assert isinstance(fig, Figure)

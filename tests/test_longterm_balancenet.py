@@ -19,8 +19,8 @@ def sample():
     return LinearGaussianDesign(dropout=(0.2, 0.3, 0.3)).sample(np.random.default_rng(0), n=500)
 
 
-def _args(s):
-    return s["X"], s["treatment"], s["short"], s["outcome"]
+def _roles(s):
+    return dict(X=s["X"], y=s["outcome"], treatment=s["treatment"], short=s["short"])
 
 
 def test_ipm_closed_forms():
@@ -47,11 +47,11 @@ def test_ipm_gradients_flow():
 
 
 def test_deterministic_with_random_state(sample):
-    first = BalanceNet(random_state=3, **SMALL).fit(*_args(sample))
-    second = BalanceNet(random_state=3, **SMALL).fit(*_args(sample))
+    first = BalanceNet(random_state=3, **SMALL).fit(**_roles(sample))
+    second = BalanceNet(random_state=3, **SMALL).fit(**_roles(sample))
     assert first.ate_ == second.ate_
     np.testing.assert_array_equal(first.effect(sample["X"]), second.effect(sample["X"]))
-    other = BalanceNet(random_state=4, **SMALL).fit(*_args(sample))
+    other = BalanceNet(random_state=4, **SMALL).fit(**_roles(sample))
     assert other.ate_ != first.ate_
     est = first.estimate()
     assert est.std_error > 0 and np.isfinite(est.value)
@@ -62,7 +62,7 @@ def _stage_representation(sample, k, **params):
     """Fit the stage-``k`` network on ``sample`` and return its representation of the units at
     risk and the responder mask."""
     from causalkit.longterm._data import check_monotone_data
-    data = check_monotone_data(*_args(sample))
+    data = check_monotone_data(**_roles(sample))
     rows = data.at_risk(k)
     H, a = data.history(k, rows), data.a[rows]
     labeled = data.responders(k)[rows]
@@ -103,11 +103,11 @@ def test_wasserstein_penalty_contracts_representation(sample):
 def test_devices(sample):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
-            BalanceNet(device="cuda").fit(*_args(sample))
+            BalanceNet(device="cuda").fit(**_roles(sample))
     with pytest.raises(ValueError, match="device"):
-        BalanceNet(device="tpu").fit(*_args(sample))
+        BalanceNet(device="tpu").fit(**_roles(sample))
     est = BalanceNet(random_state=0, **{**SMALL, "device": "auto", "max_epochs": 2})
-    est.fit(*_args(sample))
+    est.fit(**_roles(sample))
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert next(est.regression_.chain_.stages_[0].net.parameters()).device.type == expected
 
@@ -116,7 +116,7 @@ def test_bad_parameters(sample):
     for bad in (dict(alpha=-1), dict(representation=()), dict(head=(0,)), dict(ipm="kl"),
                 dict(validation_fraction=1.0), dict(max_epochs=0)):
         with pytest.raises(ValueError):
-            BalanceNet(**bad).fit(*_args(sample))
+            BalanceNet(**bad).fit(**_roles(sample))
 
 
 def test_plugs_into_other_estimators(sample):
@@ -124,11 +124,12 @@ def test_plugs_into_other_estimators(sample):
     for est in (SequentialRegression(outcome_model=net), SeqMSM(outcome_model=net),
                 MonotoneAIPW(outcome_model=net, cv=2, random_state=0)):
         # influence-function SE: SeqMSM's default bootstrap would refit the networks 200 times
-        res = est.fit(*_args(sample)).estimate(inference="influence")
+        res = est.fit(**_roles(sample)).estimate(inference="influence")
         assert np.isfinite(res.value) and res.std_error > 0
     # the chain of SequentialRegression with BalanceNet stages is BalanceNet itself
-    alone = BalanceNet(random_state=1, **SMALL).fit(*_args(sample))
-    chained = SequentialRegression(outcome_model=net).fit(*_args(sample))
+    alone = BalanceNet(random_state=1, **SMALL).fit(**_roles(sample))
+    chained = SequentialRegression(outcome_model=BalanceNet(**SMALL),
+                                   random_state=1).fit(**_roles(sample))
     assert alone.ate_ == pytest.approx(chained.ate_, abs=1e-9)
 
 
@@ -138,3 +139,14 @@ def test_lazy_import():
     code = ("import sys, causalkit.longterm as lt; assert 'torch' not in sys.modules; "
             "lt.BalanceNet; assert 'torch' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_each_stage_network_gets_its_own_seed(sample):
+    """The seed of every stage network is derived from the estimator's ``random_state`` (one
+    child per stage), not the same seed reused at every stage."""
+    est = BalanceNet(random_state=3, **{**SMALL, "max_epochs": 2}).fit(**_roles(sample))
+    chain = est.regression_.chain_
+    seeds = [chain._learner(k).random_state for k in range(3)]
+    assert len(set(seeds)) == 3 and all(isinstance(s, int) for s in seeds)
+    again = BalanceNet(random_state=3, **{**SMALL, "max_epochs": 2}).fit(**_roles(sample))
+    assert [again.regression_.chain_._learner(k).random_state for k in range(3)] == seeds

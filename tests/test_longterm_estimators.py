@@ -7,6 +7,8 @@ from sklearn.base import clone
 from sklearn.dummy import DummyRegressor
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from causalkit import Estimate
 from causalkit.exceptions import ClippingWarning, OverlapWarning
@@ -40,15 +42,19 @@ def _args(s):
     return s["X"], s["treatment"], s["short"], s["outcome"]
 
 
+def _roles(s):
+    return dict(X=s["X"], y=s["outcome"], treatment=s["treatment"], short=s["short"])
+
+
 def test_no_dropout_sequential_regression_is_t_learner(full):
     X, a, S, y = _args(full)
     rf = RandomForestRegressor(n_estimators=20, min_samples_leaf=5, random_state=0)
-    est = SequentialRegression(outcome_model=rf).fit(X, a, S, y)
+    est = SequentialRegression(outcome_model=rf).fit(X, y, a, short=S)
     m = [clone(rf).fit(X[a == arm], y[a == arm]).predict(X) for arm in (0, 1)]
     assert est.ate_ == pytest.approx(np.mean(m[1] - m[0]), abs=1e-12)
     np.testing.assert_allclose(est.effect(X), m[1] - m[0], atol=1e-12)
     # plain ICE ("replace_all") equals the T-learner for OLS (nested projections)
-    ice = SequentialRegression(mode="replace_all").fit(X, a, S, y)
+    ice = SequentialRegression(mode="replace_all").fit(X, y, a, short=S)
     ols = [LinearRegression().fit(X[a == arm], y[a == arm]).predict(X) for arm in (0, 1)]
     assert ice.ate_ == pytest.approx(np.mean(ols[1] - ols[0]), abs=1e-10)
 
@@ -60,10 +66,10 @@ def test_no_dropout_ipw_is_standard_ipw(full):
     ht = np.mean(a * y / e - (1 - a) * y / (1 - e))
     hajek = (np.sum(a * y / e) / np.sum(a / e)
              - np.sum((1 - a) * y / (1 - e)) / np.sum((1 - a) / (1 - e)))
-    est = SequentialIPW(propensity_model=model).fit(X, a, S, y)
+    est = SequentialIPW(propensity_model=model).fit(X, y, a, short=S)
     assert est.ate_ == pytest.approx(ht, abs=1e-10)
     np.testing.assert_array_equal(est.continuation_, 1.0)
-    assert SequentialIPW(propensity_model=model, normalize=True).fit(X, a, S, y).ate_ == \
+    assert SequentialIPW(propensity_model=model, normalize=True).fit(X, y, a, short=S).ate_ == \
         pytest.approx(hajek, abs=1e-10)
 
 
@@ -74,7 +80,7 @@ def test_single_stage_aipw_is_standard_missing_outcome_aipw(dropout, normalize):
     X, a, _, y = _args(dropout)
     y = y.copy()
     r = (np.isfinite(y)).astype(int)
-    clf = LogisticRegression(C=1e4, solver="newton-cholesky")
+    clf = make_pipeline(StandardScaler(), LogisticRegression(C=1e4, solver="newton-cholesky"))
     e = clf.fit(X, a).predict_proba(X)[:, 1]
     XA = np.column_stack([X, a])
     lam = clone(clf).fit(XA, r).predict_proba(XA)[:, 1]
@@ -89,7 +95,7 @@ def test_single_stage_aipw_is_standard_missing_outcome_aipw(dropout, normalize):
             phi.append(m + b + w * (res - b) / w.mean())
         else:
             phi.append(m + w * res)
-    est = MonotoneAIPW(cv=1, normalize=normalize).fit(X, a, None, y)
+    est = MonotoneAIPW(cv=1, normalize=normalize).fit(X, y, a)
     assert est.ate_ == pytest.approx(np.mean(phi[1] - phi[0]), abs=1e-10)
     ref = Estimate.from_influence(np.mean(phi[1] - phi[0]), phi[1] - phi[0])
     assert est.estimate().std_error == pytest.approx(ref.std_error, rel=1e-10)
@@ -119,12 +125,12 @@ def test_ratio_form_with_a_constant_chain_is_hajek_ipw(dropout):
     """With a constant outcome chain the stage corrections telescope: the ratio-form AIPW is
     ``sum W_T Y / sum W_T`` per arm, the Hajek sequential IPW, whatever the constants."""
     aipw = MonotoneAIPW(outcome_model=DummyRegressor(), normalize=True, cv=1)
-    hajek = SequentialIPW(normalize=True).fit(*_args(dropout))
-    assert aipw.fit(*_args(dropout)).ate_ == pytest.approx(hajek.ate_, abs=1e-10)
+    hajek = SequentialIPW(normalize=True).fit(**_roles(dropout))
+    assert aipw.fit(**_roles(dropout)).ate_ == pytest.approx(hajek.ate_, abs=1e-10)
 
 
 def test_continuation_probabilities_match_statsmodels_logit(dropout):
-    est = SequentialIPW().fit(*_args(dropout))
+    est = SequentialIPW().fit(**_roles(dropout))
     X, a = dropout["X"], dropout["treatment"]
     Z = np.column_stack([dropout["short"], dropout["outcome"]])
     R = dropout["observed"]
@@ -147,7 +153,7 @@ def test_interface_and_protocol(dropout):
         est = cls()
         assert clone(est).get_params() == est.get_params()
         assert cls.__doc__.strip()
-        fitted = est.fit(*_args(dropout))
+        fitted = est.fit(**_roles(dropout))
         res = fitted.estimate(n_boot=20)
         assert isinstance(res, Estimate) and res.std_error > 0
         lo, hi = res.conf_int()
@@ -157,7 +163,7 @@ def test_interface_and_protocol(dropout):
 
 
 def test_bootstrap_inference(dropout):
-    est = SequentialRegression().fit(*_args(dropout))
+    est = SequentialRegression().fit(**_roles(dropout))
     boot = est.estimate(inference="bootstrap", n_boot=40, random_state=0)
     assert boot.replicates.size == 40
     assert boot.value == est.ate_
@@ -167,8 +173,8 @@ def test_bootstrap_inference(dropout):
 
 
 def test_aipw_cross_fitting_is_deterministic(dropout):
-    a1 = MonotoneAIPW(random_state=4).fit(*_args(dropout))
-    a2 = MonotoneAIPW(random_state=4).fit(*_args(dropout))
+    a1 = MonotoneAIPW(random_state=4).fit(**_roles(dropout))
+    a2 = MonotoneAIPW(random_state=4).fit(**_roles(dropout))
     assert a1.ate_ == a2.ate_
     assert a1.scores_.shape == (800, 2)
     assert np.isfinite(a1.weights_[dropout["observed"] == 1]).all()
@@ -179,17 +185,17 @@ def test_extreme_weights_warn():
     design = LinearGaussianDesign(dropout=(0.3, 0.5, 0.6), xi=4.0)
     s = design.sample(np.random.default_rng(0), n=800)
     with pytest.warns(OverlapWarning, match="effective sample size"):
-        SequentialIPW(ess_warning=0.5).fit(*_args(s))
+        SequentialIPW(ess_warning=0.5).fit(**_roles(s))
     with pytest.warns(ClippingWarning):
-        est = SequentialIPW(selection_floor=0.3).fit(*_args(s))
+        est = SequentialIPW(selection_floor=0.3).fit(**_roles(s))
     assert est.n_clipped_.sum() > 0
     assert np.nanmin(est.continuation_) >= 0.3
 
 
 def test_msm_weights(dropout):
-    cum = SeqMSM(weights="cumulative").fit(*_args(dropout))
-    stage = SeqMSM(weights="stagewise").fit(*_args(dropout))
-    plain = SequentialRegression().fit(*_args(dropout))
+    cum = SeqMSM(weights="cumulative").fit(**_roles(dropout))
+    stage = SeqMSM(weights="stagewise").fit(**_roles(dropout))
+    plain = SequentialRegression().fit(**_roles(dropout))
     assert cum.ate_ != plain.ate_ and stage.ate_ != plain.ate_
     # all three are consistent for the same estimand on the correctly specified chain
     assert abs(cum.ate_ - plain.ate_) < 0.3 and abs(stage.ate_ - plain.ate_) < 0.3

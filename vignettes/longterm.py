@@ -79,6 +79,7 @@ short = pd.DataFrame(data["short"], columns=["S1", "S2"])
 outcome = data["outcome"]
 truth = data["truth"]
 observed = pd.DataFrame(data["observed"], columns=["S1", "S2", "Y"])
+frame = X.assign(treat=A, S1=data["short"][:, 0], S2=data["short"][:, 1], Y=outcome)
 print(f"true ATE (mean of tau(x) over the 747 children): {truth:.3f}")
 observed.groupby(A).mean().round(3).rename(index={0: "control", 1: "treated"})
 
@@ -88,8 +89,9 @@ observed.groupby(A).mean().round(3).rename(index={0: "control", 1: "treated"})
 # %% [markdown]
 # ## Estimators
 #
-# Every estimator takes `fit(X, treatment, short, outcome)` with NaN after drop-out and returns
-# a `causalkit.Estimate` from `estimate()`.
+# Every estimator takes `fit(X, y, treatment, short=...)` with NaN after drop-out, here through
+# the DataFrame front end (`y`, `treatment` and `short` name columns; the covariates are the
+# other columns), and returns a `causalkit.Estimate` from `estimate()`.
 
 # %%
 models = {
@@ -100,7 +102,8 @@ models = {
     "Sequential MSM": SeqMSM(),
     "Monotone AIPW": MonotoneAIPW(random_state=0),
 }
-estimates = {name: m.fit(X, A, short, outcome).estimate() for name, m in models.items()}
+estimates = {name: m.fit(frame, y="Y", treatment="treat", short=["S1", "S2"]).estimate()
+             for name, m in models.items()}
 pd.concat([e.to_frame() for e in estimates.values()])[
     ["estimate", "std_error", "ci_lower", "ci_upper"]].round(3)
 
@@ -153,7 +156,7 @@ nets = {"BalanceNet": BalanceNet(alpha=1.0, random_state=0, **size),
         "Unbalanced net": BalanceNet(alpha=0.0, random_state=0, **size)}
 rows = {}
 for name, net in nets.items():
-    est = net.fit(X, A, short, outcome).estimate()
+    est = net.fit(X, outcome, A, short=short).estimate()
     rows[name] = {"estimate": est.value, "std_error": est.std_error,
                   "sqrt PEHE": np.sqrt(np.mean((net.effect(X) - data["tau"]) ** 2))}
 pd.DataFrame(rows).T.round(3)

@@ -1,8 +1,10 @@
 """Long-term treatment effects when outcomes drop out monotonely over stages.
 
-Data: covariates ``X``, binary ``treatment``, short-term outcomes ``short`` (n, T-1; NaN after
-drop-out) and the long-term ``outcome`` (NaN when missing). Estimators (sklearn protocol;
-``fit(X, treatment, short, outcome, observed=None)``, ``estimate()``, ``effect(X)``):
+Data: covariates ``X``, the long-term outcome ``y`` (NaN when missing), binary ``treatment`` and
+the short-term outcomes ``short`` (n, T-1; NaN after drop-out). Estimators (the estimator core of
+:mod:`causalkit`: ``fit(X, y, treatment, *, short=None, observed=None, covariates=None)`` with
+arrays, or ``fit(df, y="y", treatment="treat", short=["s1", "s2"])`` on a DataFrame;
+``estimate(inference="influence" | "bootstrap")``, ``effect(X)``):
 
 * :class:`SequentialIPW` - propensity x stage-wise continuation weights;
 * :class:`SequentialRegression` - backward nested regression imputation;
@@ -26,7 +28,18 @@ from causalkit.longterm.regression import SequentialRegression
 
 __all__ = ["SequentialIPW", "SequentialRegression", "SeqMSM", "MonotoneAIPW", "BalanceNet",
            "CompleteCase", "NaiveIPW", "LinearGaussianDesign", "MonotoneData",
-           "check_monotone_data"]
+           "check_monotone_data", "ESTIMATORS"]
+
+#: The estimators of this package by short name (used by the CLI). BalanceNet is left out: it
+#: needs torch, which this package imports only on first use of ``BalanceNet``.
+ESTIMATORS = {
+    "ipw": SequentialIPW,
+    "regression": SequentialRegression,
+    "msm": SeqMSM,
+    "aipw": MonotoneAIPW,
+    "complete-case": CompleteCase,
+    "naive-ipw": NaiveIPW,
+}
 
 
 def __getattr__(name):

@@ -11,9 +11,11 @@ Internally stages are indexed ``k = t - 1 = 0, ..., T-1``.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import qr
 
 from causalkit._validation import (
     check_array,
@@ -22,8 +24,12 @@ from causalkit._validation import (
     check_vector,
     feature_names_of,
 )
+from causalkit.exceptions import RankDeficientWarning, SmallSampleWarning
 
 __all__ = ["MonotoneData", "check_monotone_data"]
+
+#: Relative tolerance of the pivoted QR that finds aliased covariate columns (R's ``lm``).
+_RANK_TOL = 1e-7
 
 
 def _rows(idx: np.ndarray) -> str:
@@ -33,7 +39,11 @@ def _rows(idx: np.ndarray) -> str:
 @dataclass(frozen=True)
 class MonotoneData:
     """Covariates ``X`` (n, p), treatment ``a`` (n,), stage values ``Z`` (n, T; NaN where not
-    observed) and response indicators ``R`` (n, T; 1 = observed)."""
+    observed) and response indicators ``R`` (n, T; 1 = observed).
+
+    The data container of the estimator core: ``n_rows``, ``strata`` (the treatment, which the
+    pipeline bootstrap resamples within) and ``take(idx)``.
+    """
 
     X: np.ndarray
     a: np.ndarray
@@ -44,6 +54,14 @@ class MonotoneData:
     @property
     def n(self) -> int:
         return self.X.shape[0]
+
+    @property
+    def n_rows(self) -> int:
+        return self.n
+
+    @property
+    def strata(self) -> np.ndarray:
+        return self.a
 
     @property
     def n_stages(self) -> int:
@@ -63,9 +81,16 @@ class MonotoneData:
         return np.column_stack([self.X[rows], self.Z[rows, :k]])
 
     def subset(self, idx) -> MonotoneData:
-        """The units ``idx`` (indices or a boolean mask)."""
+        """The units ``idx`` (indices or a boolean mask), without validation (folds)."""
         return MonotoneData(self.X[idx], self.a[idx], self.Z[idx], self.R[idx],
                             self.feature_names)
+
+    def take(self, idx) -> MonotoneData:
+        """The units ``idx`` validated as a fresh fit would validate them (bootstrap)."""
+        data = self.subset(idx)
+        check_both_arms(data.a, "treatment")
+        _check_identified(data, warn=False)
+        return data
 
     def stage_counts(self) -> dict:
         """Numbers at risk and observed per stage and arm: ``{(k, arm): (at_risk, observed)}``."""
@@ -78,42 +103,107 @@ class MonotoneData:
         return out
 
 
-def check_monotone_data(X, treatment, short, outcome, observed=None) -> MonotoneData:
+def aliased_columns(X: np.ndarray) -> np.ndarray:
+    """Indices of the columns of ``X`` that are constant or linear combinations of the others
+    and the intercept.
+
+    Pivoted QR of the centred design with unit-norm columns (so the answer does not depend on
+    the units of the columns); a column is aliased when its pivot falls below ``1e-7`` times the
+    largest, the rule of R's ``lm`` (Golub & Van Loan 2013, sec. 5.4.2).
+    """
+    centred = X - X.mean(axis=0)
+    norms = np.linalg.norm(centred, axis=0)
+    constant = norms <= _RANK_TOL * np.maximum(np.abs(X).max(axis=0), 1e-300) * np.sqrt(X.shape[0])
+    live = np.flatnonzero(~constant)
+    aliased = list(np.flatnonzero(constant))
+    if live.size > 1:
+        _, R, piv = qr(centred[:, live] / norms[live], mode="economic", pivoting=True)
+        diag = np.abs(np.diag(R))
+        rank = int(np.sum(diag > _RANK_TOL * diag[0])) if diag.size else 0
+        aliased += list(live[piv[rank:]])
+    return np.sort(np.asarray(aliased, dtype=int))
+
+
+def _check_covariates(X: np.ndarray, names) -> None:
+    """Warn (RankDeficientWarning) about constant or collinear covariate columns."""
+    bad = aliased_columns(X)
+    if bad.size:
+        warnings.warn(
+            f"X: column(s) {[names[j] for j in bad]} are constant or linear combinations of the "
+            "other columns and the intercept (aliased); the default least-squares fits give "
+            "the same fitted values without them (minimum-norm solution) and the slightly "
+            "penalised logistic fits nearly the same. Drop them to silence this warning",
+            RankDeficientWarning, stacklevel=4)
+
+
+def _check_identified(data: MonotoneData, warn: bool = True) -> None:
+    """Every stage has responders in both arms (else the effect is not identified); with
+    ``warn``, warn when a stage and arm has fewer responders than the default stage regression
+    has parameters."""
+    T = data.n_stages
+    p = data.X.shape[1]
+    small = []
+    for (k, arm), (risk, obs) in data.stage_counts().items():
+        what = "y (the long-term outcome)" if k == T - 1 else f"short-term outcome {k + 1}"
+        if risk > 0 and obs == 0:
+            raise ValueError(
+                f"every one of the {risk} unit(s) with treatment={arm} still at risk drops out "
+                f"at stage {k + 1} ({what}): the long-term effect is not identified")
+        if risk == 0:
+            raise ValueError(f"no unit with treatment={arm} reaches stage {k + 1} ({what}): "
+                             "the long-term effect is not identified")
+        if obs < p + k + 1:
+            small.append(f"stage {k + 1} arm {arm}: {obs} responder(s) for {p + k + 1} "
+                         "parameters")
+    if small and warn:
+        warnings.warn("fewer responders than the default stage regression has parameters ("
+                      + "; ".join(small) + "): its fit is not identified without shrinkage",
+                      SmallSampleWarning, stacklevel=4)
+
+
+def check_monotone_data(X, y, treatment, *, short=None, observed=None) -> MonotoneData:
     """Validate long-term data under monotone drop-out.
 
     Parameters
     ----------
     X : array-like of shape (n, p)
         Baseline covariates; must be complete (no NaN).
+    y : array-like of shape (n,)
+        Long-term outcome, NaN when missing.
     treatment : array-like of shape (n,)
-        Binary treatment; both arms must be present.
+        Binary treatment (0/1 or boolean); both arms must be present.
     short : array-like of shape (n, T-1) or None
         Short-term outcomes, one column per stage, NaN after drop-out. ``None`` (or zero
         columns) means a single stage: only the long-term outcome can be missing.
-    outcome : array-like of shape (n,)
-        Long-term outcome, NaN when missing.
     observed : array-like of shape (n, T), optional
         Explicit response indicators (1 = observed). Values where ``observed == 0`` are ignored.
-        Default: derived from the NaN pattern of ``short`` and ``outcome``.
+        Default: derived from the NaN pattern of ``short`` and ``y``.
 
     Raises
     ------
     ValueError
         Non-monotone rows (listed), observed entries that are NaN, or a stage at which every
         unit of an arm still at risk drops out (the effect is then not identified).
+
+    Warns
+    -----
+    RankDeficientWarning
+        Constant or collinear covariate columns (named).
+    SmallSampleWarning
+        A stage and arm with fewer responders than the default stage regression's parameters.
     """
     names = feature_names_of(X, None if np.ndim(X) < 2 else np.shape(X)[1])
-    X = check_array(X, "X")
+    X = np.ascontiguousarray(check_array(X, "X"))   # a DataFrame's block is column-major
     n = X.shape[0]
+    y = check_vector(y, "y", n=n, allow_nan=True)
     a = check_binary(treatment, "treatment", n=n)
     check_both_arms(a, "treatment")
-    if short is None:
+    if short is None or (np.ndim(short) == 2 and np.shape(short)[1] == 0):
         S = np.empty((n, 0))
     else:
-        S = check_array(short, "short", allow_nan=True) if np.size(short) else np.empty((n, 0))
+        S = check_array(short, "short", allow_nan=True)
         if S.shape[0] != n:
             raise ValueError(f"short has {S.shape[0]} rows but X has {n}")
-    y = check_vector(outcome, "outcome", n=n, allow_nan=True)
     Z = np.column_stack([S, y])
     T = Z.shape[1]
     if observed is None:
@@ -122,7 +212,7 @@ def check_monotone_data(X, treatment, short, outcome, observed=None) -> Monotone
         R = check_array(observed, "observed")
         if R.shape != (n, T):
             raise ValueError(f"observed must have shape (n, T) = ({n}, {T}) (one column per "
-                             f"short-term outcome plus the outcome); got {R.shape}")
+                             f"short-term outcome plus y); got {R.shape}")
         if not np.isin(R, (0.0, 1.0)).all():
             raise ValueError("observed must be binary (1 = observed, 0 = missing)")
         R = R.astype(np.int8)
@@ -133,19 +223,12 @@ def check_monotone_data(X, treatment, short, outcome, observed=None) -> Monotone
     non_monotone = np.flatnonzero((np.diff(R, axis=1) > 0).any(axis=1))
     if non_monotone.size:
         raise ValueError(
-            f"the missingness pattern is not monotone: {non_monotone.size} row(s) are observed "
-            f"again after a drop-out (rows {_rows(non_monotone)}); only monotone drop-out "
-            "(no re-entry) is supported")
+            f"the missingness pattern of short and y is not monotone: {non_monotone.size} "
+            f"row(s) are observed again after a drop-out (rows {_rows(non_monotone)}); only "
+            "monotone drop-out (no re-entry) is supported")
     short_names = (list(map(str, short.columns)) if hasattr(short, "columns")
                    else [f"S{j + 1}" for j in range(S.shape[1])])
     data = MonotoneData(X, a, Z, R, tuple(names + short_names))
-    for (k, arm), (risk, obs) in data.stage_counts().items():
-        what = "the outcome" if k == T - 1 else f"short-term outcome {k + 1}"
-        if risk > 0 and obs == 0:
-            raise ValueError(
-                f"every one of the {risk} unit(s) with treatment={arm} still at risk drops out "
-                f"at stage {k + 1} ({what}): the long-term effect is not identified")
-        if risk == 0:
-            raise ValueError(f"no unit with treatment={arm} reaches stage {k + 1} ({what}): "
-                             "the long-term effect is not identified")
+    _check_identified(data)
+    _check_covariates(X, names)
     return data

@@ -18,10 +18,13 @@ import warnings
 import numpy as np
 import pandas as pd
 from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
+from causalkit._validation import child_seed, seed_int
 from causalkit.exceptions import OverlapWarning
 from causalkit.longterm._data import MonotoneData
-from causalkit.nuisance import clip_probabilities, fit_clone, predict_positive_proba
+from causalkit.nuisance import clip_probabilities, fit_clone, predict_positive_proba, seeded
 
 __all__ = ["default_classifier", "default_regressor", "fit_propensity", "SelectionModel",
            "OutcomeChain", "PerArmStage", "as_stage_learner", "cumulative_scores",
@@ -32,13 +35,18 @@ _MODES = ("impute_missing", "replace_all")
 
 def default_classifier():
     """Logistic regression with negligible shrinkage (close to the maximum-likelihood fit),
-    solved by Newton's method."""
-    return LogisticRegression(C=1e4, solver="newton-cholesky", max_iter=200)
+    solved by Newton's method, on standardised columns (so that neither the shrinkage nor the
+    solver depends on the units of the covariates)."""
+    return make_pipeline(StandardScaler(),
+                         LogisticRegression(C=1e4, solver="newton-cholesky", max_iter=200))
 
 
 def default_regressor():
-    """Ordinary least squares."""
-    return LinearRegression()
+    """Ordinary least squares on standardised columns. The fitted values of OLS do not depend
+    on the units of the columns, but scikit-learn's ``LinearRegression`` treats singular values
+    below ``tol = 1e-6`` times the largest as zero, which one column in large units (dollars
+    beside indicators) triggers on the raw design."""
+    return make_pipeline(StandardScaler(), LinearRegression())
 
 
 def check_bounds(bounds, name: str) -> tuple[float, float]:
@@ -203,15 +211,19 @@ class _FittedPerArm:
         return out
 
 
-def as_stage_learner(model):
-    """Wrap a plain regressor as :class:`PerArmStage`; pass stage learners through."""
+def as_stage_learner(model, seed: int | None = None):
+    """Wrap a plain regressor as :class:`PerArmStage`; pass stage learners through.
+
+    ``None`` means OLS. ``seed`` fills an unset ``random_state`` of the regressor (or of a stage
+    learner with scikit-learn parameters); a ``random_state`` the user set is kept.
+    """
     model = default_regressor() if model is None else model
     if hasattr(model, "fit_stage"):
-        return model
+        return seeded(model, seed) if hasattr(model, "get_params") else model
     if not hasattr(model, "fit") or not hasattr(model, "predict"):
         raise TypeError(f"outcome_model must be a regressor with fit/predict or a stage learner "
                         f"with fit_stage; got {type(model).__name__}")
-    return PerArmStage(model)
+    return PerArmStage(seeded(model, seed))
 
 
 class OutcomeChain:
@@ -227,11 +239,20 @@ class OutcomeChain:
 
     Both identify ``m_t`` under sequential missingness. ``weights(k, rows)`` (optional) returns
     per-row sample weights for stage ``k``'s regression (the marginal structural model).
+
+    ``model`` is a regressor or a stage learner (see :func:`as_stage_learner`); with
+    ``random_state`` (a ``SeedSequence``) each stage's learner gets its own seed, child ``k``.
     """
 
-    def __init__(self, learner, mode: str = "impute_missing"):
-        self.learner = learner
+    def __init__(self, model, mode: str = "impute_missing", random_state=None):
+        self.model = model
         self.mode = mode
+        self.random_state = random_state
+        as_stage_learner(model)                 # type check before any fitting
+
+    def _learner(self, k: int):
+        seed = None if self.random_state is None else seed_int(child_seed(self.random_state, k))
+        return as_stage_learner(self.model, seed)
 
     def fit(self, data: MonotoneData, weights=None) -> OutcomeChain:
         T = data.n_stages
@@ -243,7 +264,7 @@ class OutcomeChain:
             labeled = data.responders(k)[rows]
             y = np.where(labeled, target[rows], np.nan)
             w = None if weights is None else weights(k, rows)
-            stage = self.learner.fit_stage(H, data.a[rows], y, labeled, sample_weight=w)
+            stage = self._learner(k).fit_stage(H, data.a[rows], y, labeled, sample_weight=w)
             self.stages_[k] = stage
             if k > 0:
                 pred = stage.predict(H, data.a[rows])

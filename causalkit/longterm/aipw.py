@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
-from sklearn.base import clone
-from sklearn.model_selection import StratifiedKFold
+import numbers
 
-from causalkit._validation import check_positive_int
+import numpy as np
+
+from causalkit._validation import check_positive_int, child_seed
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
-from causalkit.longterm._models import (
-    OutcomeChain,
-    as_stage_learner,
-    check_mode,
-    default_regressor,
-    ess_table,
-)
+from causalkit.longterm._models import OutcomeChain, check_mode, default_regressor, ess_table
 from causalkit.longterm._scores import aipw_components, combine_aipw
+from causalkit.nuisance import fit_clone, make_folds
 
 __all__ = ["MonotoneAIPW"]
 
@@ -68,21 +63,28 @@ class MonotoneAIPW(MonotoneEstimator):
         Outcome-chain variant (see :class:`SequentialRegression`).
     normalize : bool
         Ratio (Hajek) form of the stage corrections, or the plain sum (default).
-    cv : int
-        Cross-fitting folds (stratified on treatment and complete-case status); ``cv=1`` fits and
-        evaluates every nuisance on the full sample.
+    cv : int, scikit-learn splitter or precomputed folds
+        Cross-fitting folds (see :func:`causalkit.nuisance.make_folds`; an int is stratified on
+        treatment and complete-case status); ``cv=1`` fits and evaluates every nuisance on the
+        full sample.
     propensity_clip, selection_floor, cate_model, ess_warning
         As in :class:`SequentialIPW`.
-    random_state : int or None
-        Seed of the fold split.
+    random_state : None, int or SeedSequence
+        Seeds the fold split, the nuisance models whose ``random_state`` is unset (per fold and
+        stage) and the bootstrap.
 
     Attributes
     ----------
     ate_, mu_, influence_ (``phi_1 - phi_0``), scores_ ((n, 2) uncentred ``phi_0, phi_1``),
-    weights_ (out-of-fold ``1 / (e_A r_t)``), ess_, n_clipped_.
+    weights_ (out-of-fold ``1 / (e_A r_t)``), ess_, n_clipped_, folds_ (the ``(train, test)``
+    index pairs), fold_models_ (per fold a dict of the fitted ``"propensity"`` model, the
+    ``"selection"`` models per stage and the ``"outcome"`` chain).
     """
 
-    _method = "Monotone AIPW"
+    _label = "Monotone AIPW"
+    _row_order_dependent = True             # through the random fold split (cv >= 2)
+    _nuisance_slots = {"outcome_model": "regressor", "propensity_model": "classifier",
+                       "selection_model": "classifier", "cate_model": "regressor"}
 
     def __init__(self, outcome_model=None, propensity_model=None, selection_model=None,
                  mode="impute_missing", normalize=False, cv=5, propensity_clip=(0.01, 0.99),
@@ -100,44 +102,50 @@ class MonotoneAIPW(MonotoneEstimator):
         self.random_state = random_state
 
     def _folds(self, data: MonotoneData):
-        cv = check_positive_int(self.cv, "cv", minimum=1)
-        everyone = np.arange(data.n)
-        if cv == 1:
+        """``cv=1``: one in-sample "fold"; otherwise :func:`causalkit.nuisance.make_folds`
+        stratified on treatment x complete-case status (on treatment alone when a level of
+        the former has fewer than ``cv`` units)."""
+        as_int = isinstance(self.cv, numbers.Integral) and not isinstance(self.cv, bool)
+        if as_int and check_positive_int(self.cv, "cv", minimum=1) == 1:
+            everyone = np.arange(data.n)
             return [(everyone, everyone)]
         strata = 2 * data.a + data.R[:, -1]
-        if np.bincount(strata).min(initial=data.n) < cv and np.unique(strata).size > 1:
+        if as_int and np.unique(strata).size > 1 \
+                and np.bincount(strata).min(initial=data.n) < self.cv:
             strata = data.a
-        return list(StratifiedKFold(cv, shuffle=True,
-                                    random_state=self.random_state).split(data.X, strata))
+        return make_folds(self.cv, data.n, stratify=strata, random_state=self.seed_for("folds"))
 
-    def _fit(self, data: MonotoneData, with_influence: bool = True):
+    def _fit(self, data: MonotoneData):
         mode = check_mode(self.mode)
-        learner = as_stage_learner(self.outcome_model)
         m_first = np.empty((data.n, 2))
         W = np.empty((data.n, data.n_stages, 2))
         D = np.empty_like(W)
         clipped = np.zeros(data.n_stages, dtype=int)
-        for train_idx, test_idx in self._folds(data):
+        self.folds_ = self._folds(data)
+        self.fold_models_ = []
+        outcome_seed = self.seed_for("outcome")
+        for j, (train_idx, test_idx) in enumerate(self.folds_):
             train, test = data.subset(train_idx), data.subset(test_idx)
-            models = self._fit_probability_models(train)
-            chain = OutcomeChain(learner, mode).fit(train)
+            models = self._fit_probability_models(train, fold=j)
+            chain = OutcomeChain(self.outcome_model, mode,
+                                 random_state=child_seed(outcome_seed, j)).fit(train)
             e1, lam, n_clip = self._predict_probabilities(models, test)
             m_first[test_idx], W[test_idx], D[test_idx] = aipw_components(test, e1, lam, chain)
             clipped += n_clip
+            self.fold_models_.append({"propensity": models[0].model,
+                                      "selection": models[1].models_, "outcome": chain})
         scores = combine_aipw(m_first, W, D, normalize=self.normalize)
         self.mu_ = scores.mean(axis=0)
         self.ate_ = float(self.mu_[1] - self.mu_[0])
         self.influence_ = scores[:, 1] - scores[:, 0]
-        if with_influence:
-            weights = np.where(data.R == 1, W.sum(axis=2), np.nan)
-            self.scores_, self.weights_, self.n_clipped_ = scores, weights, clipped
-            self.ess_ = ess_table(data, weights, warn_below=self.ess_warning, name=self._method)
-            self.cate_model_ = clone(self.cate_model or default_regressor()).fit(
-                data.X, self.influence_)
-        return self
+        weights = np.where(data.R == 1, W.sum(axis=2), np.nan)
+        self.scores_, self.weights_, self.n_clipped_ = scores, weights, clipped
+        self.ess_ = ess_table(data, weights, warn_below=self.ess_warning, name=self._label)
+        self.cate_model_ = fit_clone(self._seeded("cate", self.cate_model, default_regressor),
+                                     data.X, self.influence_)
 
     def _effect(self, X):
         return self.cate_model_.predict(X)
 
     def _details(self) -> dict:
-        return {"n_clipped": int(self.n_clipped_.sum())}
+        return {**super()._details(), "n_clipped": int(self.n_clipped_.sum())}

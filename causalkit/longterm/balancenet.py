@@ -6,9 +6,16 @@ import numbers
 
 import numpy as np
 import torch
+from sklearn.base import clone
 from torch import nn
 
-from causalkit._validation import check_fraction, check_positive_int, check_random_state
+from causalkit._validation import (
+    as_seed_sequence,
+    check_fraction,
+    check_positive_int,
+    child_seed,
+    seed_int,
+)
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm.regression import SequentialRegression
@@ -180,17 +187,27 @@ class BalanceNet(MonotoneEstimator):
         ``"auto"`` uses CUDA when present; ``"cuda"`` without CUDA is an error.
     progress : bool
         tqdm bar over epochs.
-    random_state : int or None
-        Seeds weight initialisation, the validation split and the batch order: the same seed
-        gives the same numbers.
+    random_state : None, int or SeedSequence
+        Seeds weight initialisation, the validation split and the batch order (each stage
+        network gets its own seed derived from it), the probability models and the bootstrap:
+        the same seed gives the same numbers. ``BalanceNet(random_state=s)`` equals
+        ``SequentialRegression(outcome_model=BalanceNet(), random_state=s)`` with the same
+        network parameters. As a stage learner (``fit_stage``) it seeds that one network.
 
     Attributes
     ----------
     ate_, mu_, influence_, regression_ (the fitted :class:`SequentialRegression`),
     training_history_ (per stage, the validation loss of each epoch).
+
+    Notes
+    -----
+    The networks standardise their inputs and targets, so the estimate does not depend on the
+    units of ``X`` or ``y``.
     """
 
-    _method = "BalanceNet"
+    _label = "BalanceNet"
+    _nuisance_slots = {"propensity_model": "classifier", "selection_model": "classifier"}
+    _row_order_dependent = True             # through the random validation split and batches
 
     def __init__(self, representation=(100, 100), head=(100,), ipm="mmd_linear", alpha=0.1,
                  alpha_treat=None, lr=1e-3, weight_decay=1e-4, batch_size=128, max_epochs=300,
@@ -218,20 +235,18 @@ class BalanceNet(MonotoneEstimator):
         self.random_state = random_state
 
     # -- long-term estimator --------------------------------------------------------------------
-    def _fit(self, data: MonotoneData, with_influence: bool = True):
+    def _fit(self, data: MonotoneData):
         self._check_params()
-        reg = SequentialRegression(outcome_model=self, mode=self.mode,
-                                   propensity_model=self.propensity_model,
+        reg = SequentialRegression(outcome_model=clone(self).set_params(random_state=None),
+                                   mode=self.mode, propensity_model=self.propensity_model,
                                    selection_model=self.selection_model,
                                    propensity_clip=self.propensity_clip,
-                                   selection_floor=self.selection_floor)
-        reg._fit(data, with_influence)
+                                   selection_floor=self.selection_floor,
+                                   random_state=self._seed_root)
+        reg._fit_data(data)
         self.regression_ = reg
-        self.ate_, self.mu_ = reg.ate_, reg.mu_
+        self.ate_, self.mu_, self.influence_ = reg.ate_, reg.mu_, reg.influence_
         self.training_history_ = [stage.history for stage in reg.chain_.stages_]
-        if with_influence:
-            self.influence_ = reg.influence_
-        return self
 
     def _effect(self, X):
         return self.regression_._effect(X)
@@ -278,8 +293,9 @@ class BalanceNet(MonotoneEstimator):
             Weights of the factual loss.
         """
         device = self._check_params()
-        rng = check_random_state(self.random_state)
-        seed = int(rng.integers(2 ** 31 - 1))
+        root = as_seed_sequence(self.random_state)
+        seed = seed_int(child_seed(root, 0))
+        rng = np.random.default_rng(child_seed(root, 1))
         treatment = np.asarray(treatment).astype(int)
         labeled = np.asarray(labeled, dtype=bool)
         for arm in (0, 1):

@@ -21,13 +21,13 @@ class CompleteCase(MonotoneAIPW):
     Parameters are those of :class:`MonotoneAIPW` (``selection_model`` is unused).
     """
 
-    _method = "Complete case"
+    _label = "Complete case"
 
-    def _fit(self, data: MonotoneData, with_influence: bool = True):
+    def _fit(self, data: MonotoneData):
         complete = data.R[:, -1] == 1
         sub = MonotoneData(data.X[complete], data.a[complete], data.Z[complete, -1:],
                            data.R[complete, -1:], data.feature_names)
-        return super()._fit(sub, with_influence)
+        super()._fit(sub)
 
 
 class NaiveIPW(SequentialIPW):
@@ -40,7 +40,7 @@ class NaiveIPW(SequentialIPW):
     it is biased when they drive drop-out. Parameters are those of :class:`SequentialIPW`.
     """
 
-    _method = "Naive IPW"
+    _label = "Naive IPW"
 
     def _stage_data(self, data: MonotoneData) -> MonotoneData:
         return MonotoneData(data.X, data.a, data.Z[:, -1:], data.R[:, -1:], data.feature_names)

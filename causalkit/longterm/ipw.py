@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import clone
 
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import default_regressor, ess_table
 from causalkit.longterm._scores import inverse_weights
+from causalkit.nuisance import fit_clone
 
 __all__ = ["SequentialIPW"]
 
@@ -45,6 +45,8 @@ class SequentialIPW(MonotoneEstimator):
     ess_warning : float
         Warn (OverlapWarning) when the effective sample size of a stage and arm falls below this
         fraction of its responders.
+    random_state : None, int or SeedSequence
+        Seeds the nuisance models whose ``random_state`` is unset and the bootstrap.
 
     Attributes
     ----------
@@ -56,6 +58,8 @@ class SequentialIPW(MonotoneEstimator):
     n_clipped_ : ndarray (T,)
         Units whose ``lambda_t`` was clipped at each stage.
     propensity_, continuation_ : fitted ``e_1(X)`` and ``lambda_t`` (n, T).
+    propensity_model_, selection_model_, cate_model_ : the fitted models (one selection model
+        per stage; ``None`` at a stage without drop-out).
 
     Notes
     -----
@@ -65,11 +69,13 @@ class SequentialIPW(MonotoneEstimator):
     ``estimate(inference="bootstrap")`` refits the weights on every resample.
     """
 
-    _method = "Sequential IPW"
+    _label = "Sequential IPW"
+    _nuisance_slots = {"propensity_model": "classifier", "selection_model": "classifier",
+                       "cate_model": "regressor"}
 
     def __init__(self, propensity_model=None, selection_model=None, normalize=False,
                  propensity_clip=(0.01, 0.99), selection_floor=0.01, cate_model=None,
-                 ess_warning=0.1):
+                 ess_warning=0.1, random_state=None):
         self.propensity_model = propensity_model
         self.selection_model = selection_model
         self.normalize = normalize
@@ -77,11 +83,12 @@ class SequentialIPW(MonotoneEstimator):
         self.selection_floor = selection_floor
         self.cate_model = cate_model
         self.ess_warning = ess_warning
+        self.random_state = random_state
 
     def _stage_data(self, data: MonotoneData) -> MonotoneData:
         return data
 
-    def _fit(self, data: MonotoneData, with_influence: bool = True):
+    def _fit(self, data: MonotoneData):
         data = self._stage_data(data)
         e1, lam, clipped = self._nuisance_probabilities(data)
         W = inverse_weights(data, e1, lam)
@@ -100,20 +107,17 @@ class SequentialIPW(MonotoneEstimator):
                 phi[:, arm] = w * y
         self.mu_ = mu
         self.ate_ = float(mu[1] - mu[0])
-        if not with_influence:
-            return self
         self.influence_ = phi[:, 1] - phi[:, 0]
         self.propensity_, self.continuation_, self.n_clipped_ = e1, lam, clipped
         self.weights_ = W
-        self.ess_ = ess_table(data, W, warn_below=self.ess_warning, name=self._method)
-        self.cate_model_ = clone(self.cate_model or default_regressor()).fit(
-            data.X, self.influence_)
-        return self
+        self.ess_ = ess_table(data, W, warn_below=self.ess_warning, name=self._label)
+        self.cate_model_ = fit_clone(self._seeded("cate", self.cate_model, default_regressor),
+                                     data.X, self.influence_)
 
     def _effect(self, X):
         return self.cate_model_.predict(X)
 
     def _details(self) -> dict:
         last = self.ess_[self.ess_["stage"] == self.ess_["stage"].max()]
-        return {"min_ess_final_stage": float(last["ess"].min()),
+        return {**super()._details(), "min_ess_final_stage": float(last["ess"].min()),
                 "n_clipped": int(self.n_clipped_.sum())}

@@ -39,19 +39,21 @@ class SeqMSM(SequentialRegression):
     ----------
     outcome_model : regressor accepting ``sample_weight`` (default OLS) or a stage learner
     weights : {"cumulative", "stagewise"}
-    mode, propensity_model, selection_model, propensity_clip, selection_floor
-        As in :class:`SequentialRegression` (here the probability models also build the weights).
+    mode, propensity_model, selection_model, propensity_clip, selection_floor, random_state
+        As in :class:`SequentialRegression` (here the probability models also build the weights;
+        ``random_state`` also seeds the default bootstrap).
     """
 
-    _method = "Sequential MSM"
+    _label = "Sequential MSM"
     _default_inference = "bootstrap"
 
     def __init__(self, outcome_model=None, weights="cumulative", mode="impute_missing",
                  propensity_model=None, selection_model=None, propensity_clip=(0.01, 0.99),
-                 selection_floor=0.01):
+                 selection_floor=0.01, random_state=None):
         super().__init__(outcome_model=outcome_model, mode=mode,
                          propensity_model=propensity_model, selection_model=selection_model,
-                         propensity_clip=propensity_clip, selection_floor=selection_floor)
+                         propensity_clip=propensity_clip, selection_floor=selection_floor,
+                         random_state=random_state)
         self.weights = weights
 
     def _chain_weights(self, data, e1, lam):

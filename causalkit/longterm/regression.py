@@ -6,7 +6,7 @@ import numpy as np
 
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
-from causalkit.longterm._models import OutcomeChain, as_stage_learner, check_mode
+from causalkit.longterm._models import OutcomeChain, check_mode
 from causalkit.longterm._scores import aipw_scores
 
 __all__ = ["SequentialRegression"]
@@ -39,10 +39,14 @@ class SequentialRegression(MonotoneEstimator):
         Used only for the influence-function standard error (default logistic regression).
     propensity_clip, selection_floor
         Truncation of those probabilities (see :class:`SequentialIPW`).
+    random_state : None, int or SeedSequence
+        Seeds the nuisance models whose ``random_state`` is unset (each stage's regressions get
+        their own seed) and the bootstrap.
 
     Attributes
     ----------
-    ate_, mu_, chain_ (the fitted stage models), influence_
+    ate_, mu_, chain_ (the fitted stage models), influence_, propensity_model_ and
+    selection_model_ (the fitted probability models of the influence function)
 
     Notes
     -----
@@ -57,36 +61,35 @@ class SequentialRegression(MonotoneEstimator):
     every resample and is the safer choice there.
     """
 
-    _method = "Sequential regression"
+    _label = "Sequential regression"
+    _nuisance_slots = {"outcome_model": "regressor", "propensity_model": "classifier",
+                       "selection_model": "classifier"}
 
     def __init__(self, outcome_model=None, mode="impute_missing", propensity_model=None,
-                 selection_model=None, propensity_clip=(0.01, 0.99), selection_floor=0.01):
+                 selection_model=None, propensity_clip=(0.01, 0.99), selection_floor=0.01,
+                 random_state=None):
         self.outcome_model = outcome_model
         self.mode = mode
         self.propensity_model = propensity_model
         self.selection_model = selection_model
         self.propensity_clip = propensity_clip
         self.selection_floor = selection_floor
+        self.random_state = random_state
 
     def _chain_weights(self, data, e1, lam):
         return None
 
-    def _fit(self, data: MonotoneData, with_influence: bool = True):
-        mode = check_mode(self.mode)
-        learner = as_stage_learner(self.outcome_model)
-        needs_weights = type(self)._chain_weights is not SequentialRegression._chain_weights
-        e1 = lam = None
-        if with_influence or needs_weights:
-            e1, lam, self.n_clipped_ = self._nuisance_probabilities(data)
-        self.chain_ = OutcomeChain(learner, mode).fit(data, self._chain_weights(data, e1, lam))
+    def _fit(self, data: MonotoneData):
+        chain = OutcomeChain(self.outcome_model, check_mode(self.mode),
+                             random_state=self.seed_for("outcome"))
+        e1, lam, self.n_clipped_ = self._nuisance_probabilities(data)
+        self.chain_ = chain.fit(data, self._chain_weights(data, e1, lam))
         everyone = np.ones(data.n, dtype=bool)
         m = np.column_stack([self.chain_.predict(0, data, everyone, arm) for arm in (0, 1)])
         self.mu_ = m.mean(axis=0)
         self.ate_ = float(self.mu_[1] - self.mu_[0])
-        if with_influence:
-            phi = aipw_scores(data, e1, lam, self.chain_)
-            self.influence_ = phi[:, 1] - phi[:, 0]
-        return self
+        phi = aipw_scores(data, e1, lam, self.chain_)
+        self.influence_ = phi[:, 1] - phi[:, 0]
 
     def _effect(self, X):
         m0, m1 = self.chain_.predict_effect(X)

@@ -34,7 +34,7 @@ __all__ = ["linear_gaussian", "ihdp", "jobs", "linear_estimators", "network_esti
 
 # -- estimators -------------------------------------------------------------------------------
 def _run(make, data, with_pehe=False, inference="influence"):
-    est = make().fit(data["X"], data["treatment"], data["short"], data["outcome"])
+    est = make().fit(data["X"], data["outcome"], data["treatment"], short=data["short"])
     if inference == "bootstrap":
         res = est.estimate(inference="bootstrap", n_boot=100, random_state=int(data["seed"]))
     else:
@@ -103,7 +103,7 @@ def _complete_data_t_learner(data):
     estimator's error that drop-out does not cause (all estimators share the draw)."""
     from causalkit.longterm import SequentialRegression
     y = np.where(data["treatment"] == 1, data["y1"], data["y0"])
-    return SequentialRegression().fit(data["X"], data["treatment"], None, y).estimate()
+    return SequentialRegression().fit(data["X"], y, data["treatment"]).estimate()
 
 
 def bootstrap_estimators(seed: int = 0, names=("SequentialRegression", "SeqMSM")) -> dict:
