@@ -29,6 +29,7 @@ import numbers
 import sys
 import warnings
 import zlib
+from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping
 
 import numpy as np
@@ -151,8 +152,8 @@ def resolve_roles(X, roles: Mapping, *, covariates=None, frames: tuple = ()):
             raise ValueError(f"covariates: column(s) {missing} not in X")
         overlap = [c for c in cov if c in used]
         if overlap:
-            raise ValueError(f"covariates: column(s) {overlap} are also used as "
-                             f"{[k for k, s in named.items() if set(overlap) & set([s] if isinstance(s, str) else s)]}")
+            raise ValueError(f"covariates: column(s) {overlap} are also role columns (y, "
+                             "treatment or an area role); a column has one role")
     if not cov:
         raise ValueError("X has no covariate columns left after removing the role columns")
     for key, value in list(roles.items()):
@@ -187,7 +188,7 @@ class _Refit:
             return est._point_estimate(self.target)
 
 
-class CausalEstimator(BaseEstimator):
+class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     """Base class of every statistical estimator.
 
     Subclasses define ``fit`` (validating into a data container, then calling
@@ -224,14 +225,17 @@ class CausalEstimator(BaseEstimator):
         self.data_ = data
         return self
 
-    def _fit(self, data) -> None:            # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _fit(self, data) -> None:
+        """Learn from a validated data container; set the fitted attributes."""
 
-    def _point_estimate(self, target=None) -> float:   # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _point_estimate(self, target=None) -> float:
+        """The point value (cheap after ``_fit``; the bootstrap calls it on every refit)."""
 
-    def _influence_estimate(self, target=None) -> Estimate:   # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _influence_estimate(self, target=None) -> Estimate:
+        """The :class:`Estimate` with the influence-function standard error."""
 
     # -- inference
     def _check_inference(self, inference):

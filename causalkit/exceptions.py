@@ -41,7 +41,8 @@ class BootstrapFailureWarning(CausalkitWarning):
 
 
 class RankDeficientWarning(CausalkitWarning):
-    """A design matrix was rank deficient: aliased columns were dropped (as R's ``lm`` does)."""
+    """A design matrix is rank deficient: the message names the aliased (constant or collinear)
+    columns and says whether they were dropped (as R's ``lm`` does) or kept."""
 
 
 class SmallSampleWarning(CausalkitWarning):

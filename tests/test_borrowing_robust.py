@@ -10,6 +10,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import KFold
 
+from causalkit._linalg import independent_columns
 from causalkit.borrowing import (
     CalibratedFullBorrowing,
     CalibratedInfluenceBorrowing,
@@ -22,7 +23,6 @@ from causalkit.borrowing import (
     influence_scores,
 )
 from causalkit.borrowing.designs import paper_a_design
-from causalkit.borrowing.models import independent_columns
 from causalkit.datasets import NSW_COVARIATES, load_nsw_cps
 from causalkit.exceptions import CausalkitWarning, RankDeficientWarning, SmallSampleWarning
 

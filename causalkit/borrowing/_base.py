@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from abc import ABCMeta, abstractmethod
+from abc import abstractmethod
 
 import numpy as np
 from sklearn.base import is_classifier
@@ -93,7 +93,7 @@ def fit_nuisance(data, outcome_model, propensity: str, seed=None):
     return preds["treated"], preds["control"], e, models
 
 
-class BorrowingEstimator(CausalEstimator, metaclass=ABCMeta):
+class BorrowingEstimator(CausalEstimator):
     """Base class: ``fit(X, y, treatment, *, trial)`` then ``estimate()``.
 
     ``trial`` is 1 for trial units and 0 for external controls (whose ``treatment`` must be 0).

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from causalkit._linalg import warn_aliased_covariates
 from causalkit._validation import (
     check_array,
     check_binary,
@@ -16,8 +17,7 @@ from causalkit._validation import (
     check_vector,
     feature_names_of,
 )
-from causalkit.borrowing.models import independent_columns
-from causalkit.exceptions import RankDeficientWarning, SmallSampleWarning
+from causalkit.exceptions import SmallSampleWarning
 
 __all__ = ["HybridData", "prepare_data", "MIN_ARM"]
 
@@ -94,7 +94,7 @@ def prepare_data(X, y, treatment, trial, *, feature_names=None) -> HybridData:
     Columns of ``X`` that are constant or aliased (a linear combination of the intercept and
     earlier columns on the pooled sample, e.g. dummies that sum to one) are dropped with a
     :class:`~causalkit.exceptions.RankDeficientWarning` naming them
-    (:func:`~causalkit.borrowing.models.independent_columns`). A trial arm with fewer units than
+    (:func:`~causalkit._linalg.independent_columns`). A trial arm with fewer units than
     the default outcome model's parameters (identified covariates plus intercept) gives a
     :class:`~causalkit.exceptions.SmallSampleWarning`.
 
@@ -106,9 +106,7 @@ def prepare_data(X, y, treatment, trial, *, feature_names=None) -> HybridData:
         units.
     """
     names = feature_names_of(X) if feature_names is None else list(feature_names)
-    # C order: a DataFrame's values come column-major, and the reductions below must not
-    # depend on the memory layout (array and DataFrame input give identical numbers)
-    Xa = np.ascontiguousarray(check_array(X, "X"))
+    Xa = check_array(X, "X")
     n = Xa.shape[0]
     ya = check_vector(y, "y", n=n)
     a = check_binary(treatment, "treatment", n=n)
@@ -121,16 +119,11 @@ def prepare_data(X, y, treatment, trial, *, feature_names=None) -> HybridData:
     varying = np.ptp(Xa, axis=0) > 0
     Xs = (Xa - Xa.mean(axis=0)) / np.where(varying, Xa.std(axis=0), 1.0)
     Xs[:, ~varying] = 0.0
-    # centred columns are orthogonal to the intercept: aliasing with it means a zero column
-    keep = independent_columns(Xs)
+    dropped = warn_aliased_covariates(Xa, names, consequence=" and were dropped, as R's lm does")
+    keep = np.setdiff1d(np.arange(Xa.shape[1]), dropped)
     if keep.size == 0:
         raise ValueError(f"X: every covariate column is constant ({names})")
-    if keep.size < Xa.shape[1]:
-        dropped = [names[j] for j in np.setdiff1d(np.arange(Xa.shape[1]), keep)]
-        warnings.warn(f"X: column(s) {dropped} are constant or aliased (linear combinations of "
-                      "the intercept and earlier columns) and were dropped, as R's lm does",
-                      RankDeficientWarning, stacklevel=4)
-        Xs = Xs[:, keep]
+    Xs = Xs[:, keep]
     order = np.concatenate([np.flatnonzero(s == 1), np.flatnonzero(s == 0)])
     Xs, Xa, ya, a, s = Xs[order], Xa[order], ya[order], a[order], s[order]
     n_trial = int(s.sum())

@@ -26,50 +26,15 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.linalg import qr
 from scipy.special import expit
 from sklearn.base import BaseEstimator, RegressorMixin, clone, is_classifier
 
+from causalkit._linalg import independent_columns
 from causalkit._validation import check_array, check_vector, feature_names_of
 from causalkit.exceptions import RankDeficientWarning
 
 __all__ = ["LinearOutcomeModel", "LogisticOutcomeModel", "SklearnGLM", "fit_logistic",
-           "logistic_path", "as_outcome_model", "independent_columns", "identified_columns",
-           "ALIAS_TOL"]
-
-#: Tolerance of :func:`independent_columns`: R's ``lm`` default (``qr(tol = 1e-07)``).
-ALIAS_TOL = 1e-7
-
-
-def independent_columns(Z, tol: float = ALIAS_TOL) -> np.ndarray:
-    """Indices of the columns of ``Z`` that R's ``lm`` keeps, in order.
-
-    Columns are taken left to right; column :math:`j` is aliased (dropped) when its residual
-    after projecting on the kept columns before it is at most ``tol`` times its own norm,
-    :math:`|R_{jj}| \\le \\mathrm{tol}\\,\\|Z_j\\|` in the QR factorisation of the kept columns.
-    This is the limited column pivoting of LINPACK's ``dqrdc2`` used by ``lm``: earlier
-    columns (the intercept first) are preferred, unlike the norm-greedy pivoting of LAPACK's
-    ``geqp3``, which could drop the intercept. Each aliased column costs one more QR of the
-    remaining columns; zero columns are aliased, and so is every column beyond the number of
-    rows.
-
-    References
-    ----------
-    Dongarra, Bunch, Moler & Stewart (1979), *LINPACK Users' Guide*, ch. 9 (``dqrdc``); R Core
-    Team, ``?qr`` (``LAPACK = FALSE``, ``tol = 1e-07``).
-    """
-    Z = np.asarray(Z, dtype=float)
-    norms = np.linalg.norm(Z, axis=0)
-    keep = np.flatnonzero(norms > 0)
-    while keep.size:
-        R = qr(Z[:, keep], mode="r", check_finite=False)[0]
-        diag = np.abs(np.diag(R))
-        bad = np.flatnonzero(diag <= tol * norms[keep[:diag.size]])
-        if bad.size == 0:
-            return keep[:diag.size]
-        keep = np.delete(keep, bad[0])
-    return keep
-
+           "logistic_path", "as_outcome_model", "identified_columns"]
 
 def identified_columns(Z, names, who: str, sample_weight=None) -> np.ndarray:
     """Kept columns of a design ``Z`` whose column 0 is the intercept and columns ``1..`` the

@@ -15,8 +15,8 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import qr
 
+from causalkit._linalg import warn_aliased_covariates
 from causalkit._validation import (
     check_array,
     check_binary,
@@ -24,12 +24,11 @@ from causalkit._validation import (
     check_vector,
     feature_names_of,
 )
-from causalkit.exceptions import RankDeficientWarning, SmallSampleWarning
+from causalkit.exceptions import SmallSampleWarning
 
 __all__ = ["MonotoneData", "check_monotone_data"]
 
 #: Relative tolerance of the pivoted QR that finds aliased covariate columns (R's ``lm``).
-_RANK_TOL = 1e-7
 
 
 def _rows(idx: np.ndarray) -> str:
@@ -101,39 +100,6 @@ class MonotoneData:
                 in_arm = risk & (self.a == arm)
                 out[(k, arm)] = (int(in_arm.sum()), int((in_arm & self.responders(k)).sum()))
         return out
-
-
-def aliased_columns(X: np.ndarray) -> np.ndarray:
-    """Indices of the columns of ``X`` that are constant or linear combinations of the others
-    and the intercept.
-
-    Pivoted QR of the centred design with unit-norm columns (so the answer does not depend on
-    the units of the columns); a column is aliased when its pivot falls below ``1e-7`` times the
-    largest, the rule of R's ``lm`` (Golub & Van Loan 2013, sec. 5.4.2).
-    """
-    centred = X - X.mean(axis=0)
-    norms = np.linalg.norm(centred, axis=0)
-    constant = norms <= _RANK_TOL * np.maximum(np.abs(X).max(axis=0), 1e-300) * np.sqrt(X.shape[0])
-    live = np.flatnonzero(~constant)
-    aliased = list(np.flatnonzero(constant))
-    if live.size > 1:
-        _, R, piv = qr(centred[:, live] / norms[live], mode="economic", pivoting=True)
-        diag = np.abs(np.diag(R))
-        rank = int(np.sum(diag > _RANK_TOL * diag[0])) if diag.size else 0
-        aliased += list(live[piv[rank:]])
-    return np.sort(np.asarray(aliased, dtype=int))
-
-
-def _check_covariates(X: np.ndarray, names) -> None:
-    """Warn (RankDeficientWarning) about constant or collinear covariate columns."""
-    bad = aliased_columns(X)
-    if bad.size:
-        warnings.warn(
-            f"X: column(s) {[names[j] for j in bad]} are constant or linear combinations of the "
-            "other columns and the intercept (aliased); the default least-squares fits give "
-            "the same fitted values without them (minimum-norm solution) and the slightly "
-            "penalised logistic fits nearly the same. Drop them to silence this warning",
-            RankDeficientWarning, stacklevel=4)
 
 
 def _check_identified(data: MonotoneData, warn: bool = True) -> None:
@@ -230,5 +196,8 @@ def check_monotone_data(X, y, treatment, *, short=None, observed=None) -> Monoto
                    else [f"S{j + 1}" for j in range(S.shape[1])])
     data = MonotoneData(X, a, Z, R, tuple(names + short_names))
     _check_identified(data)
-    _check_covariates(X, names)
+    warn_aliased_covariates(
+        X, names, consequence="; the default least-squares fits give the same fitted values "
+        "without them (minimum-norm solution) and the logistic fits nearly the same: drop them "
+        "to silence this warning")
     return data

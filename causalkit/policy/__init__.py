@@ -9,4 +9,7 @@ policy that maximises it (linear, MLP or exhaustive shallow tree).
 from causalkit.policy.learner import TargetPolicyLearner
 from causalkit.policy.value import METHODS, TargetPolicyValue
 
-__all__ = ["TargetPolicyValue", "TargetPolicyLearner", "METHODS"]
+__all__ = ["TargetPolicyValue", "TargetPolicyLearner", "METHODS", "ESTIMATORS"]
+
+#: Every estimator of this package by short name (used by ``causalkit policy``).
+ESTIMATORS = {"value": TargetPolicyValue, "learner": TargetPolicyLearner}

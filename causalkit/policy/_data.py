@@ -10,16 +10,14 @@ and ``n_T``.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.linalg import qr
 
 from causalkit._base import reject_positional_roles, resolve_roles
+from causalkit._linalg import warn_aliased_covariates
 from causalkit._validation import check_array, check_vector, feature_names_of
-from causalkit.exceptions import RankDeficientWarning
 
 __all__ = ["TwoSampleData", "policy_data"]
 
@@ -28,7 +26,6 @@ _MAX_ARMS = 10
 
 #: A standardised column whose residual on the columns before it (pivoted QR) is below this
 #: norm is aliased; the tolerance of R's ``lm``.
-_ALIAS_TOL = 1e-7
 
 
 @dataclass(frozen=True)
@@ -89,31 +86,6 @@ def _checked(Xs, a, y, Xt, names, is_frame) -> TwoSampleData:
     return TwoSampleData(Xs, a, y, Xt, tuple(names), bool(is_frame))
 
 
-def _warn_aliased(Xs, Xt, names) -> None:
-    """Warn (naming them) about covariates that are constant or collinear with others on the
-    stacked samples: pivoted QR of the centred, unit-norm columns, as R's ``lm`` detects
-    aliasing. The default nuisance models stay well defined (minimum-norm least squares,
-    penalised logistic regression), so nothing is dropped."""
-    Z = np.vstack([Xs, Xt])
-    spread = np.ptp(Z, axis=0)
-    constant = [names[j] for j in np.flatnonzero(spread == 0)]
-    varying = np.flatnonzero(spread > 0)
-    Z = Z - Z.mean(axis=0)
-    norms = np.linalg.norm(Z, axis=0)
-    aliased = []
-    if varying.size > 1:
-        R, piv = qr(Z[:, varying] / norms[varying], mode="r", pivoting=True)
-        diag = np.abs(np.diag(R))
-        rank = int(np.sum(diag > _ALIAS_TOL))
-        aliased = [names[varying[j]] for j in sorted(piv[rank:])]
-    if constant or aliased:
-        parts = ([f"constant: {constant}"] if constant else []) + (
-            [f"collinear with other columns: {aliased}"] if aliased else [])
-        warnings.warn(f"X: covariate column(s) {'; '.join(parts)} (source and target stacked); "
-                      "the nuisance models are fitted with them (the defaults remain well "
-                      "defined); drop them to silence this", RankDeficientWarning, stacklevel=4)
-
-
 def policy_data(estimator, X, y, treatment, args, X_target, covariates) -> TwoSampleData:
     """Validate ``fit``'s arguments into a :class:`TwoSampleData`.
 
@@ -136,5 +108,8 @@ def policy_data(estimator, X, y, treatment, args, X_target, covariates) -> TwoSa
     a = check_vector(roles["treatment"], "treatment", n=Xs.shape[0])
     y = check_vector(roles["y"], "y", n=Xs.shape[0])
     data = _checked(Xs, a, y, Xt, names, isinstance(X, pd.DataFrame))
-    _warn_aliased(Xs, Xt, names)
+    warn_aliased_covariates(
+        np.vstack([Xs, Xt]), names, consequence=" on the stacked source and target samples; the "
+        "nuisance models are fitted with them (the defaults remain well defined): drop them to "
+        "silence this warning")
     return data
