@@ -23,7 +23,7 @@ from causalkit.systems.netsched import (
     VClos,
     incidence,
     max_min_rates,
-    simulate,
+    simulate_cluster,
     synthetic_trace,
 )
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     policies = {"ecmp": "ecmp", "bestfit": "bestfit", "vclos": "vclos",
                 "vclos-milp": VClos(solver="milp"), "ocs-vclos": "ocs-vclos", "ideal": "ideal"}
     for name, policy in policies.items():
-        res = simulate(cluster.with_ocs(name == "ocs-vclos"), jobs, policy)
+        res = simulate_cluster(cluster.with_ocs(name == "ocs-vclos"), jobs, policy)
         fps = res.flows_solved / res.solve_seconds if res.solve_seconds else float("nan")
         print(f"  {name:10s} wall {res.wall_seconds:6.2f} s ({res.wall_seconds / budget:5.1%} of "
               f"the 120 s budget)  events {len(res.timeline):5d}  solves {res.n_solves:5d}  "

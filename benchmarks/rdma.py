@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from causalkit.systems.rdma import check_trilemma, measure_overhead
+from causalkit.systems.rdma import check_trilemma, measure_datapath_overhead
 from causalkit.systems.rdma.verbs import Fabric, Opcode, SendWR, WCStatus, bring_up
 from causalkit.systems.rdma.workloads import TRANSPORTS, build_ring, run_allreduce
 
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     print("emulated NICs; wall-clock timings on a possibly shared machine\n")
 
     print("1. datapath cost per call (median us), SHIFT / plain")
-    ov = measure_overhead(n_ops, reps)
+    ov = measure_datapath_overhead(n_ops, reps)
     for op, g in ov.groupby("op"):
         plain, shift = g[~g["shift"]]["us"].iloc[0], g[g["shift"]]["us"].iloc[0]
         print(f"   {op:14s} plain {plain:8.2f}  SHIFT {shift:8.2f}  ratio {shift / plain:5.2f}")

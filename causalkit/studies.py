@@ -1,22 +1,32 @@
-"""Registry of the packaged simulation studies, run by ``causalkit simulate NAME`` and by the
-scripts in ``simulations/``.
+"""Registry of the packaged studies -- statistical and systems -- run by
+``causalkit simulate NAME`` and by the scripts in ``simulations/``.
 
 Each study is a function ``study(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None,
-out=None, quick=False) -> pandas.DataFrame`` that runs :func:`causalkit.simulation.run_study`
-(writing replication rows to ``out`` as they finish, resumable) and returns the summary table.
-``reps=None`` means the study's full-size default; ``quick=True`` a seconds-scale version.
+out=None, quick=False) -> pandas.DataFrame`` that runs the experiment engine
+(:func:`causalkit.simulation.run_study` or :func:`~causalkit.simulation.run_experiment`),
+storing results in ``out`` and in files named after it as they finish (resumable), and returns its
+summary table. ``reps=None`` means the study's full-size default; ``quick=True`` a seconds-scale
+version. :func:`run_named_study` gives every study its own results folder with a generated
+``MANIFEST.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["STUDIES", "run_named_study", "study_main", "difference_in_means_study"]
+__all__ = ["STUDIES", "run_named_study", "study_main", "add_study_arguments", "list_studies",
+           "default_out", "compact_table", "write_manifest", "difference_in_means_study"]
 
 #: study name -> (module, function)
 STUDIES = {
@@ -31,39 +41,160 @@ STUDIES = {
     "vclos-collision": ("causalkit.systems.netsched.studies", "collision"),
     "vclos-testbed": ("causalkit.systems.netsched.studies", "testbed"),
     "vclos-large": ("causalkit.systems.netsched.studies", "large"),
+    "argus-cases": ("causalkit.systems.tracing.studies", "cases"),
+    "shift-downtime": ("causalkit.systems.rdma.studies", "downtime"),
+    "shift-transports": ("causalkit.systems.rdma.studies", "transports"),
 }
 
 
-def run_named_study(name: str, *, reps=None, seed: int = 2024, n_jobs: int = 1,
-                    backend: str = "loky", scheduler=None, out=None,
-                    quick: bool = False) -> pd.DataFrame:
-    """Run the registered study ``name`` and print its summary table."""
+def _study(name: str):
     if name not in STUDIES:
-        raise ValueError(f"unknown study {name!r}; choose from {sorted(STUDIES)}")
+        raise ValueError(f"unknown study {name!r}; choose from {sorted(STUDIES)} "
+                         "(causalkit simulate --list)")
     module, function = STUDIES[name]
-    study = getattr(importlib.import_module(module), function)
-    out = Path(out) if out is not None else Path("results") / f"{name}.csv"
-    summary = study(reps=reps, seed=seed, n_jobs=n_jobs, backend=backend, scheduler=scheduler,
-                    out=out, quick=quick)
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(summary.round(4).to_string())
+    return getattr(importlib.import_module(module), function)
+
+
+def list_studies() -> pd.DataFrame:
+    """Every registered study: name, module and the first line of its description."""
+    rows = []
+    for name, (module, _) in STUDIES.items():
+        try:
+            doc = (_study(name).__doc__ or "").strip().splitlines()[0]
+        except ImportError as exc:
+            doc = f"(not available: {exc})"
+        rows.append({"study": name, "module": module, "description": doc})
+    return pd.DataFrame(rows)
+
+
+def default_out(name: str, quick: bool = False) -> Path:
+    """Default results folder of a study: ``results/NAME`` (``results/NAME/quick`` if quick)."""
+    base = Path("results") / name
+    return base / "quick" if quick else base
+
+
+def compact_table(table: pd.DataFrame, width: int = 100) -> str:
+    """A summary table as text no wider than ``width`` characters (long tables wrap)."""
+    return table.round(4).to_string(line_width=width, max_colwidth=24)
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=here, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def write_manifest(folder, **info) -> Path:
+    """Write ``folder/MANIFEST.json``: package version, git commit, command line, Python, host
+    CPU count, provenance ``info`` (study, reps, seed, wall time ...) and every file the folder
+    holds (subfolders with a manifest of their own excluded).
+
+    Results stores (files with a ``.meta.json`` sidecar) are listed with their design fingerprint
+    and number of stored records; other files with their size.
+    """
+    import json
+
+    from causalkit import __version__
+    from causalkit._store import atomic_write_json, meta_path, read_records
+
+    folder = Path(folder)
+    own = [p for p in folder.rglob("*") if p.is_file() and not any(
+        (parent / "MANIFEST.json").exists() for parent in p.parents
+        if parent != folder and folder in parent.parents)]
+    files = {}
+    for path in sorted(own):
+        rel = path.relative_to(folder).as_posix()
+        if path.name == "MANIFEST.json" or path.name.endswith(".meta.json"):
+            continue
+        entry = {"bytes": path.stat().st_size}
+        sidecar = meta_path(path)
+        if sidecar.exists():
+            meta = json.loads(sidecar.read_text())
+            if "fingerprint" in meta:
+                entry.update(fingerprint=meta["fingerprint"], records=len(read_records(path)))
+            else:
+                entry["fingerprint"] = None  # an older CSV store: no fingerprint was recorded
+        files[rel] = entry
+    manifest = {"package_version": __version__, "git_commit": _git_commit(),
+                "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                "python": platform.python_version(), "host_cpu_count": os.cpu_count(),
+                **info, "files": files}
+    path = folder / "MANIFEST.json"
+    atomic_write_json(path, manifest)
+    return path
+
+
+def run_named_study(name: str, *, reps=None, seed: int = 2024, n_jobs: int = 1,
+                    backend: str = "loky", scheduler=None, out=None, quick: bool = False,
+                    overwrite: bool = False, verbose: bool = True) -> pd.DataFrame:
+    """Run the registered study ``name`` into the folder ``out`` and return its summary.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`STUDIES`.
+    reps, seed, n_jobs, backend, scheduler, quick
+        Passed to the study function.
+    out : str or Path, optional
+        Results folder (default :func:`default_out`). The study stores its replications in
+        ``out/NAME.jsonl`` (and files named after it); ``out/MANIFEST.json`` records the study,
+        design fingerprints, package version, git commit, command line, reps, wall time and the
+        host's CPU count.
+    overwrite : bool
+        Discard the folder's stored results instead of resuming (needed when the design changed).
+    verbose : bool
+        Print where the results went and a compact summary table.
+    """
+    from causalkit.simulation import engine_options
+
+    study = _study(name)
+    folder = Path(out) if out is not None else default_out(name, quick)
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with engine_options(overwrite=overwrite, params={"quick": bool(quick)}):
+        summary = study(reps=reps, seed=seed, n_jobs=n_jobs, backend=backend,
+                        scheduler=scheduler, out=folder / f"{name}.jsonl", quick=quick)
+    manifest = write_manifest(
+        folder, study=name, reps=reps, seed=seed, quick=bool(quick), n_jobs=n_jobs, backend=backend,
+        wall_seconds=round(time.perf_counter() - start, 3))
+    if verbose:
+        print(f"{name}: results in {folder}/ (provenance: {manifest.name})")
+        print(compact_table(summary))
     return summary
 
 
 def study_main(name: str, argv=None) -> pd.DataFrame:
     """Command line shared by the ``simulations/*.py`` scripts."""
     parser = argparse.ArgumentParser(description=f"simulation study {name}")
-    parser.add_argument("--reps", type=int, default=None, help="replications (default: full size)")
-    parser.add_argument("--seed", type=int, default=2024)
-    parser.add_argument("--jobs", type=int, default=1, help="local worker processes")
-    parser.add_argument("--backend", choices=("loky", "dask"), default="loky")
-    parser.add_argument("--scheduler", default=None, help="dask scheduler address")
-    parser.add_argument("--out", default=None, help="replication CSV (resumable)")
-    parser.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
+    add_study_arguments(parser)
     args = parser.parse_args(argv)
     return run_named_study(name, reps=args.reps, seed=args.seed, n_jobs=args.jobs,
                            backend=args.backend, scheduler=args.scheduler, out=args.out,
-                           quick=args.quick)
+                           quick=args.quick, overwrite=args.overwrite)
+
+
+def add_study_arguments(parser: argparse.ArgumentParser) -> None:
+    """The shared study flags: ``--reps --seed --jobs --out DIR --quick --overwrite`` (and the
+    Dask ``--backend --scheduler``)."""
+    parser.add_argument("--reps", type=int, default=None,
+                        help="repetitions (default: the study's full size)")
+    parser.add_argument("--seed", type=int, default=2024, help="base seed")
+    parser.add_argument("--jobs", type=int, default=1, help="local worker processes")
+    parser.add_argument("--backend", choices=("loky", "dask"), default="loky")
+    parser.add_argument("--scheduler", default=None, help="dask scheduler address (backend=dask)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="results folder (default: results/STUDY, or results/STUDY/quick)")
+    parser.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="discard stored results instead of resuming")
 
 
 def _dim_design(rng: np.random.Generator, n: int = 200, effect: float = 1.0) -> dict:

@@ -2,7 +2,7 @@
 
 1. Case studies (real gloo runs on this host; link degradation emulated, and as a real
    tbf-shaped veth link where root, ip and tc work: case ``link_degradation_tbf``): for each fault,
-   ``--reps`` seeded runs through :func:`causalkit.simulation.run_study` (incremental CSV,
+   ``--reps`` seeded runs through :func:`causalkit.simulation.run_study` (JSON Lines store,
    resumable): detection (right rank and kind), precision / recall of the named ranks, steps
    and seconds to detect, iteration times, compression ratio of the real profiler windows.
    A fault-free run measures false alarms.
@@ -17,8 +17,9 @@
 5. Calibration: the L2 threshold ``phase_rel`` set on 20 healthy 2-rank runs (false alarms at
    most 10 %, :func:`calibrate_phase_rel`), and the 2-rank cases rerun on their seeds with it.
 
-Usage: python simulations/argus.py [--quick] [--reps N] [--out DIR]
-Outputs (CSV + PNG) go to simulations/results/argus/ (``quick_`` prefix with --quick).
+Usage: python simulations/argus.py [--quick] [--reps N] [--out DIR] [--overwrite]
+Outputs (CSV + PNG) go to simulations/results/argus/ (``quick_`` prefix with --quick), with a
+generated MANIFEST.json.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import tempfile
+import time
 from pathlib import Path
 
 import matplotlib
@@ -35,7 +37,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from causalkit.simulation import run_study  # noqa: E402
+from causalkit.simulation import engine_options  # noqa: E402
+from causalkit.studies import write_manifest  # noqa: E402
 from causalkit.systems.tracing import (  # noqa: E402
     SyntheticCluster,
     TraceStore,
@@ -52,65 +55,9 @@ from causalkit.systems.tracing.overhead import (  # noqa: E402
     paired_ratios,
     summarize_overhead,
 )
+from causalkit.systems.tracing.studies import CASES, case_runs, summarize_cases  # noqa: E402
 
-#: (fault, world size, link mode); the real (tbf) link case runs only where root, ip and tc work.
-CASES = [("compute_straggler", 2, "emulated"), ("masked_straggler", 2, "emulated"),
-         ("jit_stall", 2, "emulated"), ("pipeline_bubble", 2, "emulated"),
-         ("link_degradation", 4, "emulated"), ("link_degradation", 4, "tbf"),
-         (None, 2, "emulated")]
-_NUMERIC = ["precision", "recall", "steps_to_detect", "time_to_detect_s", "diagnose_s", "wall_s",
-            "step_ms_before", "step_ms_after", "compression_ratio", "n_windows", "dropped",
-            "tracer_errors", "culprit_rank"]
-
-
-def _case_name(fault, link_mode) -> str:
-    return (fault or "none") + ("_tbf" if link_mode == "tbf" else "")
-
-
-def _case_study(fault, world_size, link_mode, reps, out: Path, steps: int,
-                diagnose_options=None) -> pd.DataFrame:
-    """``reps`` seeded runs of one case; with ``diagnose_options`` the same seeds are
-    diagnosed with those thresholds (``case_<name>_<option>=<value>.csv``, so that a resumed
-    run never mixes thresholds)."""
-    def design(rng):
-        seed = int(rng.integers(2 ** 31 - 1))
-        row, _ = TrainingExperiment(fault=fault, world_size=world_size, steps=steps,
-                                    link_mode=link_mode, seed=seed,
-                                    diagnose_options=diagnose_options).run_once()
-        return {"truth": 0.0 if fault is None else 1.0, "row": row}
-
-    def argus(data):
-        row = data["row"]
-        value = float(row["false_alarm"]) if fault is None else float(row["detected"])
-        out = {"estimate": value, "emulated": float(row["emulated"]), "simulated": 0.0}
-        out.update({k: float(row[k]) for k in _NUMERIC})
-        return out
-
-    name = _case_name(fault, link_mode)
-    seed = 2026 + [_case_name(f, m) for f, _, m in CASES].index(name)
-    suffix = "".join(f"_{k}={v:g}" for k, v in sorted((diagnose_options or {}).items()))
-    res = run_study(design, {"argus": argus}, reps=reps, seed=seed,
-                    out=out / f"case_{name}{suffix}.csv", progress=False)
-    res.insert(0, "fault", name)
-    res.insert(1, "world_size", world_size)
-    return res
-
-
-def _summarize_cases(frame: pd.DataFrame) -> pd.DataFrame:
-    g = frame.groupby("fault", sort=False)
-    return pd.DataFrame({
-        "world_size": g["world_size"].first(), "runs": g.size(),
-        "errors": g["error"].apply(lambda e: int((e != "").sum())),
-        "detection_rate": g["estimate"].mean(),
-        "precision": g["precision"].mean(), "recall": g["recall"].mean(),
-        "median_steps_to_detect": g["steps_to_detect"].median(),
-        "median_time_to_detect_s": g["time_to_detect_s"].median(),
-        "median_step_ms_before": g["step_ms_before"].median(),
-        "median_step_ms_after": g["step_ms_after"].median(),
-        "compression_ratio_real": g["compression_ratio"].median(),
-        "dropped": g["dropped"].sum(), "emulated": g["emulated"].max() > 0,
-        "simulated": False}).reset_index()
-
+SEED = 2026  # case i of CASES uses seed SEED + i
 
 def _plot_cases(summary: pd.DataFrame, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -135,7 +82,7 @@ def _plot_cases(summary: pd.DataFrame, path: Path) -> None:
 
 
 def _example_figure(path: Path) -> None:
-    _, report = TrainingExperiment(fault="compute_straggler", steps=48, seed=0).run_once()
+    _, report = TrainingExperiment(fault="compute_straggler", steps=48, seed=0).trace()
     fig = report.plot()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -159,7 +106,17 @@ def main(argv=None) -> None:
     parser.add_argument("--parts", default="cases,calibration,overhead,scaling",
                         help="comma-separated subset of cases (with compression), calibration, "
                              "overhead, scaling")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="discard stored case runs instead of resuming")
     args = parser.parse_args(argv)
+    start = time.perf_counter()
+    with engine_options(overwrite=args.overwrite, params={"quick": args.quick}):
+        _run_parts(args)
+    write_manifest(Path(args.out), study="argus", parts=args.parts, reps=args.reps,
+                   quick=args.quick, wall_seconds=round(time.perf_counter() - start, 3))
+
+
+def _run_parts(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     prefix = "quick_" if args.quick else ""
@@ -184,10 +141,10 @@ def _cases_and_compression(cases, reps, raw, out, prefix, quick) -> None:
     real_link, why = link_support()
     if not real_link:
         print(f"real-link case skipped: {why}")
-    frames = [_case_study(f, ws, mode, reps, raw, 40 if quick else 48) for f, ws, mode in cases
-              if mode != "tbf" or real_link]
+    frames = [case_runs(f, ws, mode, reps, SEED, raw, 40 if quick else 48)
+              for f, ws, mode in cases if mode != "tbf" or real_link]
     cases_frame = pd.concat(frames, ignore_index=True)
-    summary = _summarize_cases(cases_frame)
+    summary = summarize_cases(cases_frame)
     summary.to_csv(out / f"{prefix}cases.csv", index=False)
     _plot_cases(summary, out / f"{prefix}cases.png")
     print(summary.round(3).to_string(index=False))
@@ -220,7 +177,7 @@ def _calibration(cases, raw, out, prefix, quick, reps) -> None:
         stores = []
         for i in range(4 if quick else 20):
             TrainingExperiment(world_size=2, steps=steps, seed=10_000 + i,
-                               out_dir=Path(tmp) / str(i)).run_once()
+                               out_dir=Path(tmp) / str(i)).trace()
             stores.append(TraceStore(next((Path(tmp) / str(i)).iterdir()) / "traces"))
         phase_rel, table = calibrate_phase_rel(stores, max_false_alarm=0.1)
     table["chosen"] = table["phase_rel"] == phase_rel
@@ -228,9 +185,9 @@ def _calibration(cases, raw, out, prefix, quick, reps) -> None:
     print(table.to_string(index=False))
     healthy = (None, 2, "emulated")
     rerun = [c for c in cases if c[1] == 2 and c != healthy] + [healthy]
-    frames = [_case_study(f, ws, mode, reps, raw, steps, {"phase_rel": phase_rel})
+    frames = [case_runs(f, ws, mode, reps, SEED, raw, steps, {"phase_rel": phase_rel})
               for f, ws, mode in rerun]
-    summary = _summarize_cases(pd.concat(frames, ignore_index=True))
+    summary = summarize_cases(pd.concat(frames, ignore_index=True))
     summary.insert(1, "phase_rel", phase_rel)
     summary.to_csv(out / f"{prefix}cases_calibrated.csv", index=False)
     print(summary.round(3).to_string(index=False))
@@ -268,7 +225,7 @@ def _real_round_trip(steps: int) -> pd.DataFrame:
     with tempfile.TemporaryDirectory(prefix="argus-raw-") as tmp:
         exp = TrainingExperiment(world_size=2, steps=steps, out_dir=tmp, keep_raw_windows=True,
                                  seed=0)
-        exp.run_once()
+        exp.trace()
         run = next(Path(tmp).iterdir())
         summaries = {(s.groups[0].rank, s.window_id): s
                      for s in TraceStore(run / "traces").kernel_summaries() if s.groups}

@@ -8,7 +8,8 @@ with GPU-scale parameters calibrated to the numbers reported for LiveR (arXiv 26
     python simulations/liver.py            # full size (about 15 minutes on 2 loaded cores)
     python simulations/liver.py --quick    # seconds-scale smoke run
 
-Results append to CSV files as runs finish; a rerun skips the runs already recorded.
+Real runs are stored as they finish (the experiment engine, ``raw/*.jsonl``); a rerun resumes,
+``--overwrite`` starts afresh, and ``MANIFEST.json`` records the provenance.
 """
 
 from __future__ import annotations
@@ -16,57 +17,50 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from causalkit.simulation import engine_options
+from causalkit.studies import write_manifest
 from causalkit.systems.elastic import ElasticExperiment, ModelSpec
 from causalkit.systems.elastic.experiment import parse_schedule
 from causalkit.systems.elastic.plan import reshard_plan
 from causalkit.systems.elastic.schedule import train_single_process
-from causalkit.systems.elastic.simmodel import gpu_params, params_from_phases, simulate, spot_trace
+from causalkit.systems.elastic.simmodel import (
+    gpu_params,
+    params_from_phases,
+    simulate_resizes,
+    spot_trace,
+)
 
 LIVE = ["cut", "transfer", "verify", "commit", "switch", "warmup_excess_s"]
 RESTART = ["save", "teardown", "start_import", "rendezvous", "load", "resume", "warmup_excess_s"]
 
 
-def _append(path: Path, df: pd.DataFrame) -> None:
-    """Add rows to a CSV (live and restart rows have different phase columns: realign)."""
-    if path.exists():
-        df = pd.concat([pd.read_csv(path), df], ignore_index=True)
-    tmp = path.with_suffix(".tmp")
-    df.to_csv(tmp, index=False)
-    tmp.replace(path)
-
-
-def _done(path: Path, **match) -> bool:
-    if not path.exists():
-        return False
-    df = pd.read_csv(path)
-    sel = np.ones(len(df), dtype=bool)
-    for k, v in match.items():
-        sel &= df[k].astype(str).to_numpy() == str(v)
-    return bool(sel.any())
-
-
 def run_real(part, schedule, steps, modes, reps, spec, out: Path, staging):
-    """Parts 1-2: real runs, appended per (mode, rep) to events.csv / loss_curves.csv."""
-    for rep in range(reps):
+    """Parts 1-2: real runs through the experiment engine, stored per (part, mode) in
+    ``raw/<part>_<mode>.jsonl`` as they finish (a rerun resumes). Modes alternate within each
+    repetition, so that machine load hits both alike. Returns (events, loss curves)."""
+    def experiment(mode, repeats):
+        return ElasticExperiment(schedule, steps=steps, mode=mode, spec=spec,
+                                 staging_bytes=staging, repeats=repeats)
+
+    for rep in range(reps):        # each call resumes its store and runs repetition ``rep``
         for mode in modes:
-            if _done(out / "events.csv", part=part, mode=mode, rep=rep):
-                continue
-            exp = ElasticExperiment(schedule, steps=steps, mode=mode, spec=spec,
-                                    staging_bytes=staging)
-            table = exp.run()
-            table["rep"] = rep
-            table.insert(0, "part", part)
-            curves = exp.loss_curves_.assign(rep=rep, mode=mode, part=part)
-            _append(out / "events.csv", table)
-            _append(out / "loss_curves.csv", curves)
+            table = experiment(mode, rep + 1).run(out=out / "raw" / f"{part}_{mode}.jsonl")
+            last = table[table["rep"] == rep]
             print(f"[{part}] {mode} rep {rep}: downtime/event "
-                  f"{table.downtime_s.mean():.3f} s, goodput {table.goodput.iloc[0]:.4f}",
+                  f"{last.downtime_s.mean():.3f} s, goodput {last.goodput.iloc[0]:.4f}",
                   flush=True)
+    events, curves = [], []
+    for mode in modes:
+        exp = experiment(mode, reps)
+        events.append(exp.run(out=out / "raw" / f"{part}_{mode}.jsonl").assign(part=part))
+        curves.append(exp.loss_curves_.assign(mode=mode, part=part))
+    return pd.concat(events, ignore_index=True), pd.concat(curves, ignore_index=True)
 
 
 def figures(out: Path, events: pd.DataFrame, curves: pd.DataFrame, ref: np.ndarray,
@@ -125,7 +119,10 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "liver"))
+    ap.add_argument("--overwrite", action="store_true",
+                    help="discard stored runs instead of resuming")
     args = ap.parse_args(argv)
+    start = time.perf_counter()
     out = Path(args.out)
     if args.quick and args.out == str(Path(__file__).parent / "results" / "liver"):
         out = out / "quick"
@@ -142,13 +139,17 @@ def main(argv=None) -> int:
         reps = 3
     reps = args.reps or reps
 
-    # 1. downtime live vs restart on the 2 -> 3 -> 4 -> 2 schedule
-    run_real("downtime", sched1, steps1, ["live", "restart"], reps, spec, out, staging)
-    # 2. goodput under a volatile schedule (TP, PP and DP all change)
-    run_real("volatile", sched2, steps2, ["live", "restart"], 1, spec, out, staging)
-
-    events = pd.read_csv(out / "events.csv")
-    curves = pd.read_csv(out / "loss_curves.csv")
+    with engine_options(overwrite=args.overwrite, params={"quick": args.quick}):
+        # 1. downtime live vs restart on the 2 -> 3 -> 4 -> 2 schedule
+        ev1, lc1 = run_real("downtime", sched1, steps1, ["live", "restart"], reps, spec, out,
+                            staging)
+        # 2. goodput under a volatile schedule (TP, PP and DP all change)
+        ev2, lc2 = run_real("volatile", sched2, steps2, ["live", "restart"], 1, spec, out,
+                            staging)
+    events = pd.concat([ev1, ev2], ignore_index=True)
+    curves = pd.concat([lc1, lc2], ignore_index=True)
+    events.to_csv(out / "events.csv", index=False)
+    curves.to_csv(out / "loss_curves.csv", index=False)
     ev1 = events[events.part == "downtime"]
     live, restart = ev1[ev1["mode"] == "live"], ev1[ev1["mode"] == "restart"]
     ratio = restart.downtime_s.mean() / live.downtime_s.mean()
@@ -189,7 +190,7 @@ def main(argv=None) -> int:
         p = gpu_params(n_params)
         trace = spot_trace(47, day, sizes_gpu, seed=0)
         for mode in ("live", "restart"):
-            table, summary = simulate(p, trace, day, mode, n0=sizes_gpu[-1])
+            table, summary = simulate_resizes(p, trace, day, mode, n0=sizes_gpu[-1])
             phases = p.live_phases if mode == "live" else p.restart_phases
             sims.append({"scenario": scenario, "mode": mode, "events": summary["events"],
                          "predicted_downtime_s": summary["downtime_s"],
@@ -223,6 +224,8 @@ def main(argv=None) -> int:
                                           if "load_average_1min" in events else np.nan)}])
     summary.to_csv(out / "summary.csv", index=False)
     figures(out, events, curves, ref, sim)
+    write_manifest(out, study="liver", reps=reps, quick=args.quick,
+                   wall_seconds=round(time.perf_counter() - start, 3))
     pd.set_option("display.width", 200)
     print(summary.T.to_string(header=False))
     print(sim.to_string(index=False))

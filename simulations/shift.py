@@ -9,8 +9,11 @@ Usage::
     python simulations/shift.py            # full size, writes simulations/results/shift/
     python simulations/shift.py --quick    # seconds-scale smoke run, writes .../shift/quick/
 
-Each section writes its CSV when it finishes; a rerun skips sections whose CSV exists (resume),
-unless ``--force``.
+The downtime and transport studies run through the experiment engine
+(``causalkit simulate shift-downtime`` / ``shift-transports`` run them alone): their runs are
+stored in ``raw/`` as they finish and a rerun resumes. The other sections write their CSV when
+they finish and a rerun skips sections whose CSV exists, unless ``--overwrite``.
+``MANIFEST.json`` records the provenance.
 """
 
 from __future__ import annotations
@@ -25,30 +28,25 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from causalkit.simulation import engine_options  # noqa: E402
+from causalkit.studies import add_study_arguments, write_manifest  # noqa: E402
 from causalkit.systems.rdma import (  # noqa: E402
-    FailoverExperiment,
-    TrainingExperiment,
+    FailoverTrainingExperiment,
     check_trilemma,
-    measure_overhead,
+    measure_datapath_overhead,
 )
+from causalkit.systems.rdma.studies import downtime_runs, summarize_downtime, transports  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-FULL = {"reps": 5, "iterations": 30, "n_elems": 32768, "n_msgs": 200, "msg_bytes": 65536,
-        "overhead_ops": 5000, "overhead_reps": 5, "train_iters": 120, "ckpt_every": 40,
-        "fault_at_iter": 90, "n_params": 8192, "restart_s": 2.0, "transport_reps": 3,
-        "train_reps": 3}
-QUICK = {"reps": 1, "iterations": 6, "n_elems": 3000, "n_msgs": 30, "msg_bytes": 8192,
-         "overhead_ops": 256, "overhead_reps": 1, "train_iters": 16, "ckpt_every": 5,
-         "fault_at_iter": 8, "n_params": 512, "restart_s": 0.2, "transport_reps": 1,
-         "train_reps": 1}
-FAULT_CASES = [  # (fault, host whose NIC 0 fails; for p2p host 0 sends, host 1 receives)
-    ("none", 1), ("nic_down", 1), ("nic_down", 0), ("link_flap", 1), ("drop_acks", 1),
-    ("drop", 1), ("delay", 1)]
+FULL = {"overhead_ops": 5000, "overhead_reps": 5, "train_iters": 120, "ckpt_every": 40,
+        "fault_at_iter": 90, "n_params": 8192, "restart_s": 2.0, "train_reps": 3}
+QUICK = {"overhead_ops": 256, "overhead_reps": 1, "train_iters": 16, "ckpt_every": 5,
+         "fault_at_iter": 8, "n_params": 512, "restart_s": 0.2, "train_reps": 1}
 
 
-def _cached(path: Path, force: bool, fn):
-    if path.exists() and not force:
-        print(f"  {path.name}: exists, skipped (use --force to recompute)")
+def _cached(path: Path, overwrite: bool, fn):
+    if path.exists() and not overwrite:
+        print(f"  {path.name}: exists, skipped (use --overwrite to recompute)")
         return pd.read_csv(path)
     t0 = time.perf_counter()
     df = fn()
@@ -57,56 +55,19 @@ def _cached(path: Path, force: bool, fn):
     return df
 
 
-def downtime_study(cfg) -> tuple[pd.DataFrame, pd.DataFrame]:
-    rows, series = [], []
-    for workload in ("p2p", "allreduce"):
-        for fault, host in FAULT_CASES:
-            exp = FailoverExperiment(workload=workload, fault=fault, fault_host=host,
-                                     reps=cfg["reps"], iterations=cfg["iterations"],
-                                     n_elems=cfg["n_elems"], n_msgs=cfg["n_msgs"],
-                                     msg_bytes=cfg["msg_bytes"], op_timeout=5.0,
-                                     sample_interval=0.02, seed=1)
-            df = exp.run().assign(fault_host=host)
-            rows.append(df)
-            if fault in ("nic_down", "link_flap") and host == 1:
-                series.append(exp.timeseries_.assign(workload=workload, fault=fault))
-    return pd.concat(rows, ignore_index=True), pd.concat(series, ignore_index=True)
-
-
-def transport_study(cfg) -> pd.DataFrame:
-    rows = []
-    for transport in ("inprocess", "udp", "shm"):
-        exp = FailoverExperiment(workload="allreduce", fault="nic_down", transport=transport,
-                                 shift=(True,), reps=cfg["transport_reps"],
-                                 iterations=cfg["iterations"], n_elems=cfg["n_elems"], seed=2)
-        rows.append(exp.run())
-    return pd.concat(rows, ignore_index=True)
-
-
 def training_study(cfg, prog_path: Path) -> pd.DataFrame:
     """The three training modes, repeated (interleaved) so that machine load hits all alike."""
     rows, progress = [], []
     for rep in range(cfg["train_reps"]):
-        train = TrainingExperiment(iterations=cfg["train_iters"], ckpt_every=cfg["ckpt_every"],
-                                   fault_at=cfg["fault_at_iter"], n_params=cfg["n_params"],
-                                   restart_s=cfg["restart_s"], seed=rep)
+        train = FailoverTrainingExperiment(iterations=cfg["train_iters"],
+                                           ckpt_every=cfg["ckpt_every"],
+                                           fault_at=cfg["fault_at_iter"],
+                                           n_params=cfg["n_params"], restart_s=cfg["restart_s"],
+                                           seed=rep)
         rows.append(train.run().assign(rep=rep))
         progress.append(train.progress_.assign(rep=rep))
     pd.concat(progress, ignore_index=True).to_csv(prog_path, index=False)
     return pd.concat(rows, ignore_index=True)
-
-
-def summarize_downtime(df: pd.DataFrame) -> pd.DataFrame:
-    g = df.groupby(["workload", "fault", "fault_host", "shift"], sort=False)
-    return g.agg(runs=("rep", "size"), completed=("completed", "mean"),
-                 correct=("correct", "mean"), downtime_ms=("downtime_s", lambda x: 1e3 *
-                                                           x.median()),
-                 detect_ms=("detect_s", lambda x: 1e3 * x.median()),
-                 max_gap_ms=("max_gap_s", lambda x: 1e3 * x.median()),
-                 failovers=("failovers", "mean"), switch_backs=("switch_backs", "mean"),
-                 trimmed=("trimmed", "mean"), op_time_ms=("op_time_s", lambda x: 1e3 *
-                                                          x.median()),
-                 throughput_MBps=("throughput_MBps", "median")).reset_index()
 
 
 def trilemma_tables():
@@ -179,13 +140,14 @@ def figures(out: Path, series, summary, overhead, progress, note: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
-    parser.add_argument("--out", default=str(HERE / "results" / "shift"))
-    parser.add_argument("--force", action="store_true", help="recompute existing tables")
+    add_study_arguments(parser)
     args = parser.parse_args(argv)
+    start = time.perf_counter()
     cfg = QUICK if args.quick else FULL
-    out = Path(args.out) / ("quick" if args.quick else "")
-    out.mkdir(parents=True, exist_ok=True)
+    out = (Path(args.out) if args.out else HERE / "results" / "shift") / (
+        "quick" if args.quick else "")
+    (out / "raw").mkdir(parents=True, exist_ok=True)
+    engine = {"seed": args.seed, "n_jobs": args.jobs, "quick": args.quick}
     note = "(emulated NICs; wall-clock on a shared 2-core machine)"
     print(f"SHIFT study -> {out} ({'quick' if args.quick else 'full'})")
 
@@ -195,22 +157,18 @@ def main(argv=None) -> int:
     (out / "trilemma_summary.txt").write_text(rep.summary() + "\n")
     print(rep.summary().splitlines()[0])
 
-    series_path = out / "throughput_series.csv"
-    runs_path = out / "downtime_runs.csv"
-    if runs_path.exists() and series_path.exists() and not args.force:
-        runs, series = pd.read_csv(runs_path), pd.read_csv(series_path)
-        print("  downtime_runs.csv: exists, skipped")
-    else:
-        runs, series = downtime_study(cfg)
-        runs.to_csv(runs_path, index=False)
-        series.to_csv(series_path, index=False)
+    with engine_options(overwrite=args.overwrite, params={"quick": args.quick}):
+        runs, series = downtime_runs(args.reps, out=out / "raw" / "downtime.jsonl", **engine)
+        transports(args.reps, out=out / "raw" / "transports.jsonl", **engine).to_csv(
+            out / "transports.csv", index=False)
+    runs.to_csv(out / "downtime_runs.csv", index=False)
+    series.to_csv(out / "throughput_series.csv", index=False)
     summary = summarize_downtime(runs)
     summary.to_csv(out / "downtime_summary.csv", index=False)
-    _cached(out / "transports.csv", args.force, lambda: transport_study(cfg))
-    overhead = _cached(out / "overhead.csv", args.force,
-                       lambda: measure_overhead(cfg["overhead_ops"], cfg["overhead_reps"]))
+    overhead = _cached(out / "overhead.csv", args.overwrite,
+                       lambda: measure_datapath_overhead(cfg["overhead_ops"], cfg["overhead_reps"]))
     prog_path = out / "training_progress.csv"
-    training = _cached(out / "training.csv", args.force,
+    training = _cached(out / "training.csv", args.overwrite,
                        lambda: training_study(cfg, prog_path))
     progress = pd.read_csv(prog_path)
     training_summary = training.groupby("mode", sort=False).agg(
@@ -230,6 +188,8 @@ def main(argv=None) -> int:
         training_summary["mode"]).to_numpy()
     training_summary.to_csv(out / "training_summary.csv", index=False)
     figures(out, series, summary, overhead, progress, note)
+    write_manifest(out, study="shift", reps=args.reps, seed=args.seed, quick=args.quick,
+                   n_jobs=args.jobs, wall_seconds=round(time.perf_counter() - start, 3))
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(summary.to_string(index=False))
         print(overhead.to_string(index=False))

@@ -84,10 +84,8 @@ def main(argv=None) -> int:
                                 n_queries=args.n_queries, repeats=args.repeats,
                                 qps_repeats=2 if args.quick else 3, progress=True)
             curves = exp.run()
-            diag = exp.diagnoses_[(name, fam)]
-            design = exp.designs_[(name, fam)]
-            diag.table.to_csv(out / f"diagnosis_{name}_{fam}.csv", index=False)
-            design.actions.to_csv(out / f"actions_{name}_{fam}.csv", index=False)
+            exp.diagnoses_[(name, fam)].to_csv(out / f"diagnosis_{name}_{fam}.csv", index=False)
+            exp.actions_[(name, fam)].to_csv(out / f"actions_{name}_{fam}.csv", index=False)
             _append(curves, curves_path)
             _append(exp.summary_, summary_path)
             print(exp.summary_.T.to_string(), flush=True)

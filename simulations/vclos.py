@@ -15,17 +15,21 @@ Usage::
     python simulations/vclos.py            # full size, writes simulations/results/vclos/
     python simulations/vclos.py --quick    # seconds; writes simulations/results/vclos/quick/
 
-Replication files (``raw/``) are appended as replications finish; a rerun resumes.
+Replications are stored in ``raw/*.jsonl`` as they finish (the experiment engine); a rerun
+resumes, ``--overwrite`` starts afresh, and ``MANIFEST.json`` records the provenance.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from causalkit.simulation import engine_options, load_results
+from causalkit.studies import add_study_arguments, write_manifest
 from causalkit.systems.netsched import studies
 
 HERE = Path(__file__).resolve().parent
@@ -133,36 +137,45 @@ def _comparison(large, testbed):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes (<= 2 here)")
-    parser.add_argument("--seed", type=int, default=2024)
+    add_study_arguments(parser)
     parser.add_argument("--parts", nargs="+", default=["collision", "testbed", "large"],
                         choices=["collision", "testbed", "large"])
-    parser.add_argument("--out-dir", default=None,
-                        help="default simulations/results/vclos (quick: .../vclos/quick)")
     args = parser.parse_args(argv)
-    out = Path(args.out_dir) if args.out_dir else HERE / "results" / "vclos" / (
+    start = time.perf_counter()
+    out = Path(args.out) if args.out else HERE / "results" / "vclos" / (
         "quick" if args.quick else "")
     raw = out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    kw = dict(seed=args.seed, n_jobs=args.jobs, quick=args.quick)
-    pd.set_option("display.width", 200)
+    kw = dict(seed=args.seed, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+              quick=args.quick)
+    pd.set_option("display.width", 100)
     pd.set_option("display.max_columns", 40)
+    with engine_options(overwrite=args.overwrite, params={"quick": args.quick}):
+        _run_parts(args, out, kw)
+    write_manifest(out, study="vclos", parts=args.parts, reps=args.reps, seed=args.seed,
+                   quick=args.quick, n_jobs=args.jobs,
+                   wall_seconds=round(time.perf_counter() - start, 3))
+    print(f"vclos: results in {out}/ (provenance: MANIFEST.json)")
+    return 0
+
+
+def _run_parts(args, out: Path, kw: dict) -> None:
+    raw = out / "raw"
     results = {}
     if "collision" in args.parts:
-        df = studies.collision(out=raw / "collision.csv", **kw)
+        df = studies.collision(reps=args.reps, out=raw / "collision.jsonl", **kw)
         df.to_csv(out / "collision.csv", index=False)
         _plot_collision(df, out / "collision.png")
         print(df.round(5).to_string(index=False))
     if "testbed" in args.parts:
-        df = studies.testbed(out=raw / "testbed.csv", reps=None if args.quick else 1000, **kw)
+        df = studies.testbed(out=raw / "testbed.jsonl",
+                             reps=args.reps or (None if args.quick else 1000), **kw)
         df.to_csv(out / "testbed.csv", index=False)
-        from causalkit.simulation import load_results
-        _plot_testbed(load_results(raw / "testbed.csv"), out / "testbed.png")
+        _plot_testbed(load_results(raw / "testbed.jsonl"), out / "testbed.png")
         print(df.round(4).T.to_string())
         results["testbed"] = df
     if "large" in args.parts:
-        df = studies.large(out=raw / "large.csv", **kw)
+        df = studies.large(reps=args.reps, out=raw / "large.jsonl", **kw)
         df.to_csv(out / "large.csv", index=False)
         _plot_large(df, out / "large_jct.png")
         cols = ["load", "scheduler", "avg_jct_h", "se_avg_jct_h", "avg_jwt_h", "jct_over_ideal",
@@ -174,7 +187,6 @@ def main(argv=None) -> int:
         cmp_ = _comparison(results["large"], results["testbed"])
         cmp_.to_csv(out / "paper_comparison.csv", index=False)
         print(cmp_.round(4).to_string(index=False))
-    return 0
 
 
 if __name__ == "__main__":

@@ -25,5 +25,8 @@ def mean_only(data):
 ESTIMATORS = {"dim": slow_dim, "mean": mean_only}
 
 if __name__ == "__main__":
+    # study_fixture.py OUT REPS [N_JOBS]
     from causalkit.simulation import run_study
-    run_study(design, ESTIMATORS, int(sys.argv[2]), seed=7, out=sys.argv[1], progress=False)
+    n_jobs = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    run_study(design, ESTIMATORS, int(sys.argv[2]), seed=7, out=sys.argv[1], n_jobs=n_jobs,
+              progress=False)

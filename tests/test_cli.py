@@ -3,10 +3,9 @@
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
-
-import numpy as np
 
 from causalkit.cli import ESTIMATOR_COMMANDS, SYSTEMS_COMMANDS, main
 

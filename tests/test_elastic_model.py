@@ -70,4 +70,12 @@ def test_cli_plan_only(capsys):
     out = capsys.readouterr().out
     assert "2x1x1 -> 3x1x1 -> 2x2x1 -> 2x1x1" in out and "peak_staging_bytes" in out
     assert main(["systems", "elastic", "--schedule", "2,1x9x1", "--plan-only"]) == 2
-    assert "exceeds layers" in capsys.readouterr().out
+    assert "exceeds layers" in capsys.readouterr().err
+
+
+def test_cli_bad_steps_is_a_one_line_error(capsys):
+    from causalkit.cli import main
+
+    assert main(["systems", "elastic", "--schedule", "2,3", "--steps", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("causalkit systems elastic: steps must be >= 3")

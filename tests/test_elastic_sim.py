@@ -4,7 +4,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from causalkit.systems.elastic.simmodel import gpu_params, params_from_phases, simulate, spot_trace
+from causalkit.systems.elastic.simmodel import (
+    gpu_params,
+    params_from_phases,
+    simulate_resizes,
+    spot_trace,
+)
 
 
 def test_downtime_and_goodput_follow_the_phase_sums():
@@ -12,7 +17,7 @@ def test_downtime_and_goodput_follow_the_phase_sums():
     trace = [(1000.0 * k, n) for k, n in enumerate([16, 32, 24, 32], start=1)]
     horizon = 10_000.0
     for mode, phases in (("live", p.live_phases), ("restart", p.restart_phases)):
-        table, summary = simulate(p, trace, horizon, mode, n0=32)
+        table, summary = simulate_resizes(p, trace, horizon, mode, n0=32)
         assert summary["events"] == 4 and table.simulated.all()
         n_old = [32, 16, 32, 24]
         for row, (_, n), o in zip(table.itertuples(), trace, n_old, strict=True):
@@ -28,7 +33,7 @@ def test_downtime_and_goodput_follow_the_phase_sums():
 
 def test_requests_are_served_one_at_a_time():
     p = gpu_params(step_s=1.0)
-    table, _ = simulate(p, [(100.0, 16), (100.0, 32)], 2000.0, "restart", n0=32)
+    table, _ = simulate_resizes(p, [(100.0, 16), (100.0, 32)], 2000.0, "restart", n0=32)
     first, second = table.iloc[0], table.iloc[1]
     assert second.t_cut >= first.t_cut + first.downtime_s
 
@@ -66,4 +71,4 @@ def test_spot_trace_is_reproducible_and_changes_size():
     assert all(x != y for x, y in zip(sizes, sizes[1:], strict=False))
     assert np.all(np.diff([t for t, _ in a]) >= 0)
     with pytest.raises(ValueError, match="mode"):
-        simulate(gpu_params(), a, 100.0, "warm", n0=32)
+        simulate_resizes(gpu_params(), a, 100.0, "warm", n0=32)

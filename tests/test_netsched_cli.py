@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_experiment_is_tidy_and_paired():
-    exp = ClusterExperiment(leaves=4, spines=8, gpus_per_leaf=8, loads=(0.6, 1.0), n_jobs=25,
+    exp = ClusterExperiment(leaves=4, spines=8, gpus_per_leaf=8, loads=(0.6, 1.0), trace_jobs=25,
                             reps=2, seed=5)
     df = exp.run()
     assert len(df) == 2 * 2 * 4
@@ -26,14 +26,20 @@ def test_experiment_is_tidy_and_paired():
                                   again.drop(columns=["wall_seconds", "solve_seconds"]))
 
 
-def test_cli_runs_and_writes_csv(tmp_path, capsys):
-    out = tmp_path / "res.csv"
-    rc = main(["systems", "netsched", "--leaves", "4", "--n-jobs", "15", "--loads", "0.7",
-               "--schedulers", "ecmp", "vclos", "--out", str(out)])
-    assert rc == 0
+def test_cli_runs_and_writes_a_results_folder(tmp_path, capsys):
+    out = tmp_path / "res"
+    args = ["systems", "netsched", "--leaves", "4", "--trace-jobs", "15", "--loads", "0.7",
+            "--schedulers", "ecmp", "vclos", "--reps", "2", "--out", str(out)]
+    assert main(args) == 0
     assert "simulated" in capsys.readouterr().out
-    df = pd.read_csv(out)
-    assert set(df["scheduler"]) == {"ecmp", "vclos"}
+    df = pd.read_csv(out / "results.csv")
+    assert set(df["scheduler"]) == {"ecmp", "vclos"} and set(df["rep"]) == {0, 1}
+    assert (out / "runs.jsonl").exists() and (out / "MANIFEST.json").exists()
+    assert main(args) == 0                                   # resumes: same table
+    pd.testing.assert_frame_equal(pd.read_csv(out / "results.csv").drop(columns=[
+        "wall_seconds", "solve_seconds"]), df.drop(columns=["wall_seconds", "solve_seconds"]))
+    assert main(["systems", "vclos", "--quick", "--schedulers", "ecmp", "--out", str(out)]) == 0
+    assert (out / "quick" / "results.csv").exists()
 
 
 def test_cli_reads_a_trace_file(tmp_path, capsys):
@@ -49,8 +55,9 @@ def test_cli_reads_a_trace_file(tmp_path, capsys):
 
 def test_study_script_quick(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "simulations" / "vclos.py"), "--quick",
-                           "--out-dir", str(tmp_path)], capture_output=True, text=True,
+                           "--out", str(tmp_path)], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for name in ("collision.csv", "testbed.csv", "large.csv", "large_jct.png"):
+    for name in ("collision.csv", "testbed.csv", "large.csv", "large_jct.png", "MANIFEST.json",
+                 "raw/testbed.jsonl"):
         assert (tmp_path / name).stat().st_size > 0

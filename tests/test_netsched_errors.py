@@ -2,7 +2,7 @@
 
 import pytest
 
-from causalkit.systems.netsched import ClusterExperiment, LeafSpine, simulate
+from causalkit.systems.netsched import ClusterExperiment, LeafSpine, simulate_cluster
 from causalkit.systems.netsched.sim import check_jobs
 
 C = LeafSpine(4, 8, 8)
@@ -10,13 +10,13 @@ C = LeafSpine(4, 8, 8)
 
 def test_job_larger_than_cluster():
     with pytest.raises(ValueError, match=r"row 1 \(job 7\) asks for 64 GPUs; the cluster has 32"):
-        simulate(C, [{"job_id": 3, "arrival": 0, "n_gpus": 4, "duration": 1},
+        simulate_cluster(C, [{"job_id": 3, "arrival": 0, "n_gpus": 4, "duration": 1},
                      {"job_id": 7, "arrival": 1, "n_gpus": 64, "duration": 1}])
 
 
 def test_non_power_of_two_where_the_pattern_needs_it():
     with pytest.raises(ValueError, match="halving_doubling.*power-of-two.*got 12"):
-        simulate(C, [{"arrival": 0, "n_gpus": 12, "duration": 1,
+        simulate_cluster(C, [{"arrival": 0, "n_gpus": 12, "duration": 1,
                       "pattern": "halving_doubling"}])
 
 
@@ -44,17 +44,17 @@ def test_topology_and_scheduler_arguments():
     with pytest.raises(ValueError, match="link_gbps"):
         LeafSpine(2, 2, 2, link_gbps=-1)
     with pytest.raises(ValueError, match="scheduler must be one of"):
-        simulate(C, [{"arrival": 0, "n_gpus": 4, "duration": 1}], "random")
+        simulate_cluster(C, [{"arrival": 0, "n_gpus": 4, "duration": 1}], "random")
     with pytest.raises(ValueError, match="ocs=True"):
-        simulate(C, [{"arrival": 0, "n_gpus": 16, "duration": 1}], "ocs-vclos")
+        simulate_cluster(C, [{"arrival": 0, "n_gpus": 16, "duration": 1}], "ocs-vclos")
 
 
 def test_job_vclos_can_never_place():
     # 2 spines: a virtual Clos has at most 2 GPUs per leaf, so 13 GPUs (prime) cannot be shaped
     c = LeafSpine(8, 2, 4)
     with pytest.raises(ValueError, match="can never be placed by 'vclos'"):
-        simulate(c, [{"arrival": 0, "n_gpus": 13, "duration": 1}], "vclos")
-    simulate(c, [{"arrival": 0, "n_gpus": 13, "duration": 1}], "ecmp")
+        simulate_cluster(c, [{"arrival": 0, "n_gpus": 13, "duration": 1}], "vclos")
+    simulate_cluster(c, [{"arrival": 0, "n_gpus": 13, "duration": 1}], "ecmp")
 
 
 def test_experiment_arguments():

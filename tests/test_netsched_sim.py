@@ -15,7 +15,7 @@ from causalkit.systems.netsched import (
     VClos,
     job_flows,
     max_min_rates,
-    simulate,
+    simulate_cluster,
     synthetic_trace,
 )
 from causalkit.systems.netsched.schedulers import ClusterState, make_scheduler
@@ -29,7 +29,7 @@ def test_vclos_job_alone_reaches_line_rate(pattern):
     out = steady_rates(TWIN, [{"n_gpus": 32, "pattern": pattern}], "vclos")
     assert out["placed"].all()
     assert out["rate_frac"].iloc[0] == pytest.approx(1.0, rel=1e-12)
-    res = simulate(TWIN, [{"arrival": 0, "n_gpus": 16, "duration": 100.0,
+    res = simulate_cluster(TWIN, [{"arrival": 0, "n_gpus": 16, "duration": 100.0,
                            "comm_fraction": 0.7, "pattern": pattern}], "vclos")
     assert res.jobs["jct"].iloc[0] == pytest.approx(100.0)
     assert res.jobs["slowdown"].iloc[0] == pytest.approx(1.0)
@@ -54,12 +54,12 @@ def test_fifo_queueing_delay_closed_form():
     jobs = [{"arrival": 0.0, "n_gpus": 32, "duration": 50.0},
             {"arrival": 10.0, "n_gpus": 32, "duration": 20.0},
             {"arrival": 15.0, "n_gpus": 4, "duration": 5.0}]
-    res = simulate(TWIN, jobs, "vclos")
+    res = simulate_cluster(TWIN, jobs, "vclos")
     j = res.jobs.set_index("job_id")
     np.testing.assert_allclose(j["start"], [0.0, 50.0, 70.0])
     np.testing.assert_allclose(j["jwt"], [0.0, 40.0, 55.0])
     np.testing.assert_allclose(j["jct"], [50.0, 60.0, 60.0])
-    back = simulate(TWIN, jobs, "vclos", backfill=True).jobs.set_index("job_id")
+    back = simulate_cluster(TWIN, jobs, "vclos", backfill=True).jobs.set_index("job_id")
     assert back.loc[2, "start"] == 50.0 + 20.0   # the 4-GPU job still waits: the cluster is full
 
 
@@ -67,8 +67,8 @@ def test_backfill_lets_small_jobs_pass_a_blocked_head():
     jobs = [{"arrival": 0.0, "n_gpus": 16, "duration": 50.0},
             {"arrival": 1.0, "n_gpus": 32, "duration": 10.0},
             {"arrival": 2.0, "n_gpus": 8, "duration": 5.0}]
-    strict = simulate(TWIN, jobs, "vclos").jobs.set_index("job_id")
-    back = simulate(TWIN, jobs, "vclos", backfill=True).jobs.set_index("job_id")
+    strict = simulate_cluster(TWIN, jobs, "vclos").jobs.set_index("job_id")
+    back = simulate_cluster(TWIN, jobs, "vclos", backfill=True).jobs.set_index("job_id")
     assert strict.loc[2, "start"] == 60.0 and back.loc[2, "start"] == 2.0
 
 
@@ -85,7 +85,7 @@ def test_vclos_isolation_invariants(seed, load):
     c = LeafSpine(6, 4, 4)
     jobs = synthetic_trace(40, c, load, random_state=seed,
                            size_mix={1: 1, 2: 1, 4: 1, 6: 1, 8: 1, 12: 1})
-    res = simulate(c, jobs, "vclos")
+    res = simulate_cluster(c, jobs, "vclos")
     assert np.all(res.link_peak <= c.capacity * (1 + 1e-9))
     assert np.allclose(res.jobs["slowdown"], 1.0)          # no job ever loses line rate
     for a, b in _overlapping(res):
@@ -109,7 +109,7 @@ def test_ocs_port_conservation(seed):
     c = LeafSpine(6, 4, 4, ocs=True)
     jobs = synthetic_trace(40, c, 1.0, random_state=seed,
                            size_mix={2: 1, 4: 1, 8: 1, 12: 1, 16: 1})
-    res = simulate(c, jobs, "ocs-vclos")
+    res = simulate_cluster(c, jobs, "ocs-vclos")
     assert np.all(res.link_peak <= c.capacity * (1 + 1e-9))
     assert np.allclose(res.jobs["slowdown"], 1.0 + 0.05 / res.jobs["duration"]
                        * (res.jobs["n_leaves"] > 1))
@@ -131,7 +131,7 @@ def test_link_load_within_capacity_for_every_policy():
     c = LeafSpine(8, 8, 8)
     jobs = synthetic_trace(150, c, 0.9, random_state=3)
     for name in ("ecmp", "bestfit", "vclos", "ocs-vclos", "ideal"):
-        res = simulate(c.with_ocs(name == "ocs-vclos"), jobs, name)
+        res = simulate_cluster(c.with_ocs(name == "ocs-vclos"), jobs, name)
         assert np.all(res.link_peak <= c.capacity * (1 + 1e-9))
         assert res.jobs["finish"].notna().all()
         assert (res.jobs["slowdown"] >= 1 - 1e-9).all()
@@ -145,15 +145,15 @@ def test_link_load_within_capacity_for_every_policy():
 def test_vclos_beats_ecmp_under_heavy_load_and_ideal_bounds_it():
     c = LeafSpine(16, 8, 8)
     jobs = synthetic_trace(300, c, 0.9, random_state=11)
-    jct = {n: simulate(c.with_ocs(n == "ocs-vclos"), jobs, n).jobs["jct"].mean()
+    jct = {n: simulate_cluster(c.with_ocs(n == "ocs-vclos"), jobs, n).jobs["jct"].mean()
            for n in ("ecmp", "vclos", "ocs-vclos", "ideal")}
     assert jct["vclos"] < jct["ecmp"]
     assert jct["ideal"] <= jct["vclos"] * (1 + 1e-9)
 
 
 def test_result_summary_and_plot(tmp_path):
-    res = simulate(TWIN, synthetic_trace(20, TWIN, 0.7, random_state=0), "ecmp")
-    s = res.summary()
+    res = simulate_cluster(TWIN, synthetic_trace(20, TWIN, 0.7, random_state=0), "ecmp")
+    s = res.to_dict()
     assert s["simulated"] is True and s["n_jobs"] == 20
     fig = res.plot()
     fig.savefig(tmp_path / "r.png")

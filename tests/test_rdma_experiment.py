@@ -3,7 +3,11 @@
 import numpy as np
 import pytest
 
-from causalkit.systems.rdma import FailoverExperiment, TrainingExperiment, measure_overhead
+from causalkit.systems.rdma import (
+    FailoverExperiment,
+    FailoverTrainingExperiment,
+    measure_datapath_overhead,
+)
 
 
 def test_failover_experiment_rows_and_series():
@@ -35,7 +39,7 @@ def test_experiment_rejects_bad_input(kwargs, match):
 
 
 def test_training_shift_loses_no_progress_and_matches_fault_free_weights():
-    exp = TrainingExperiment(iterations=16, ckpt_every=5, fault_at=8, n_params=512,
+    exp = FailoverTrainingExperiment(iterations=16, ckpt_every=5, fault_at=8, n_params=512,
                              restart_s=0.2, ckpt_s=0.0, op_timeout=2)
     df = exp.run().set_index("mode")
     assert df["equal_to_no_fault"].all()  # bit-equal weights in every mode
@@ -49,22 +53,23 @@ def test_training_shift_loses_no_progress_and_matches_fault_free_weights():
     cr = prog[prog["mode"] == "checkpoint_restart"]["iteration"].to_numpy()
     assert (np.diff(cr) < 0).any()  # the restart rolled progress back
     with pytest.raises(ValueError, match="fault_at"):
-        TrainingExperiment(iterations=5, fault_at=7).run()
+        FailoverTrainingExperiment(iterations=5, fault_at=7).run()
 
 
 def test_overhead_table_has_ratios():
-    df = measure_overhead(n_ops=128, reps=1)
+    df = measure_datapath_overhead(n_ops=128, reps=1)
     assert set(df["op"]) == {"post_send", "poll", "write_latency"}
     assert (df[~df["shift"]]["ratio_vs_plain"] == 1).all() and (df["us"] > 0).all()
 
 
 def test_cli_runs(capsys, tmp_path):
     from causalkit.cli import main
-    out = tmp_path / "r.csv"
+    out = tmp_path / "r"
     assert main(["systems", "rdma", "--fault", "nic_down", "--hosts", "3", "--elems", "1500",
                  "--iterations", "4", "--no-baseline", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "emulated" in text and "nic_down" in text and out.exists()
+    assert "emulated" in text and "nic_down" in text
+    assert {"runs.jsonl", "results.csv", "MANIFEST.json"} <= {p.name for p in out.iterdir()}
     assert main(["systems", "rdma", "--check-trilemma"]) == 0
     text = capsys.readouterr().out
     assert "EO+RNO+ZC" in text and "naive_replay: VIOLATED" in text

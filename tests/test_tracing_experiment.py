@@ -13,7 +13,7 @@ from causalkit.systems.tracing.diagnosis import _per_step_phase
 def straggler(tmp_path_factory):
     out = tmp_path_factory.mktemp("straggler")
     exp = TrainingExperiment(fault="compute_straggler", world_size=2, steps=40, out_dir=out)
-    row, report = exp.run_once()
+    row, report = exp.trace()
     return out, exp, row, report
 
 
@@ -33,7 +33,7 @@ def test_compute_straggler_is_named(straggler):
 
 def test_masked_straggler_is_compute_not_network(tmp_path):
     exp = TrainingExperiment(fault="masked_straggler", world_size=2, steps=56, out_dir=tmp_path)
-    row, report = exp.run_once()
+    row, report = exp.trace()
     assert [(f.kind, f.rank) for f in report.culprits][:1] == [("compute_straggler", 1)]
     assert not [f for f in report.culprits if f.category == "communication"]
     # the symptom itself: the slow rank's allreduce is the shorter one (peers wait for it)
@@ -77,3 +77,12 @@ def test_other_case_studies(fault, world_size):
         assert not row["false_alarm"]
     else:
         assert row["detected"], row.to_dict()
+
+
+def test_run_goes_through_the_engine_and_resumes(tmp_path):
+    exp = TrainingExperiment(world_size=2, steps=24, repetitions=1, seed=3)
+    first = exp.run(out=tmp_path / "runs.jsonl")
+    expected = int(np.random.default_rng([3, 0]).integers(2**31 - 1))
+    assert list(first["seed"]) == [expected] and list(first["rep"]) == [0]
+    again = exp.run(out=tmp_path / "runs.jsonl")          # resumed: nothing is rerun
+    pd.testing.assert_frame_equal(first, again)

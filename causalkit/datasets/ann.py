@@ -24,12 +24,18 @@ next to the vectors as ``.npz`` (no pickle) under ``$CAUSALKIT_CACHE/ann`` or
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 NAMES = ("sift", "patches", "text", "synthetic")
+#: Most vectors a set can give (base + queries), checked before anything is built: patches
+#: 6,000 per image and scale; SIFT about 110k measured (limit with headroom); text: the
+#: standard library's docstring sentences; synthetic: a memory bound (5M x 64 float32 = 1.3 GB).
+MAX_VECTORS = {"sift": 150_000, "patches": 6000 * 18 * 4, "text": 100_000,
+               "synthetic": 5_000_000}
 
 # (image loader name, source) in extraction order: textured images first.
 _SKIMAGE_IMAGES = ("grass", "gravel", "immunohistochemistry", "hubble_deep_field", "brick",
@@ -81,9 +87,18 @@ def cache_dir() -> Path:
 
 
 def _save(path: Path, **arrays) -> None:
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    """Write ``path`` atomically: a uniquely named temporary file in the same folder, renamed
+    over ``path`` (concurrent first builds each write their own file; the last rename wins)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp.npz", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _load(path: Path) -> dict:
@@ -240,7 +255,11 @@ def load_ann(name: str = "sift", n_base: int | None = None, n_queries: int = 100
     n_validation = check_positive_int(n_validation, "n_validation")
     if n_base is not None:
         n_base = check_positive_int(n_base, "n_base", minimum=100)
+    random_state = check_positive_int(random_state, "random_state", minimum=0)
     n_q = n_queries + n_validation
+    if (n_base or 0) + n_q > MAX_VECTORS[name]:
+        raise ValueError(f"n_base + n_queries + n_validation = {(n_base or 0) + n_q:,} exceeds "
+                         f"the {MAX_VECTORS[name]:,} vectors the {name!r} set can give")
     tag = f"{name}_{n_base or 'all'}_{n_queries}_{n_validation}_{random_state}"
     path = cache_dir() / f"set_{tag}.npz"
     desc = {"sift": "SIFT descriptors of bundled scikit-image/scikit-learn images (multi-scale)",

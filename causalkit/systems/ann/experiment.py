@@ -98,7 +98,8 @@ class ANNExperiment:
     n_queries : int
         Test and validation queries per data set (each).
     repeats : int
-        Repetitions of every sweep (one row per configuration and repetition).
+        Repetitions of every (data set, family) pair: diagnosis, auto-design and sweeps (one
+        row per configuration and repetition).
     qps_repeats : int
         Timed runs inside one QPS measurement (best kept).
     random_state : int
@@ -134,74 +135,86 @@ class ANNExperiment:
         if self.progress:
             print(msg, flush=True)
 
-    def run(self) -> pd.DataFrame:
+    def run(self, *, out=None, overwrite: bool | None = None) -> pd.DataFrame:
         """Tidy results: one row per (dataset, family, design, budget, repetition).
 
-        Side results: ``diagnoses_``, ``designs_`` (keyed by ``(dataset, family)``) and
-        ``summary_`` (one row per data set and family: gains and overheads).
+        Runs through the experiment engine (:func:`causalkit.simulation.run_experiment`), one
+        configuration per (dataset, family) and ``repeats`` repetitions each (repetition ``r``
+        seeds the auto-design from ``SeedSequence([random_state, r])``; the data set and its
+        queries stay fixed by ``random_state``). A results file ``out`` makes the run resumable.
+        Repetitions run one after another (QPS is timed single-threaded).
+
+        Side results: ``summary_`` (one row per data set, family and repetition: gains and
+        overheads), ``diagnoses_`` and ``actions_`` (tables keyed by ``(dataset, family)``, of
+        the first repetition).
         """
+        from causalkit.simulation import run_experiment
+
+        configs = [{"dataset": name, "family": family}
+                   for name in self.datasets for family in self.families]
+        runs = run_experiment(self.run_once, configs, self.repeats, self.random_state, out=out,
+                              overwrite=overwrite, progress=False)
+        first = runs[runs["rep"] == 0]
+        keys = list(zip(first["dataset"], first["family"], strict=True))
+        self.diagnoses_ = dict(zip(keys, map(pd.DataFrame, first["diagnosis"]), strict=True))
+        self.actions_ = dict(zip(keys, map(pd.DataFrame, first["actions"]), strict=True))
+        self.summary_ = pd.DataFrame([{**summary, "repetition": rep} for summary, rep in
+                                      zip(runs["summary"], runs["rep"], strict=True)])
+        self.results_ = pd.DataFrame([row for rows in runs["curves"] for row in rows])
+        return self.results_
+
+    def run_once(self, rng: np.random.Generator, rep: int, *, dataset: str,
+                 family: str) -> dict:
+        """Diagnose, auto-design and sweep one (data set, family) pair (the engine's
+        ``run_once`` protocol): a dict of list-valued entries ``curves`` (rows of the tidy
+        results), ``summary`` (gains and overheads), ``diagnosis`` and ``actions`` (tables)."""
         from causalkit.datasets.ann import load_ann
         from causalkit.systems.ann.smartann import SmartANN
 
-        rows, summary = [], []
-        self.diagnoses_, self.designs_ = {}, {}
-        for name in self.datasets:
-            ds = load_ann(name, n_base=self.n_base, n_queries=self.n_queries,
-                          n_validation=self.n_queries, random_state=self.random_state)
-            for family in self.families:
-                self._log(f"[{name}/{family}] diagnose")
-                base_wf = self.baseline(family, ds.d)
-                smart = SmartANN(base_wf, k=self.k, target_recall=self.target_recall,
-                                 random_state=self.random_state)
-                diag = smart.diagnose(ds.xb, ds.xv, ds.gt_val)
-                self._log(diag.summary())
-                design = smart.auto_design(ds.xb, ds.xv, ds.gt_val, diagnosis=diag)
-                self._log(design.summary())
-                self.diagnoses_[(name, family)] = diag
-                self.designs_[(name, family)] = design
-                # fresh, uncached builds: true build times for the tables
-                built_base = _fresh(base_wf).build(ds.xb)
-                built_design = _fresh(design.workflow).build(ds.xb)
-                build_s = built_base.build_seconds_
-                base_desc, design_desc = built_base.describe(), built_design.describe()
-                configs = [("baseline", built_base), ("auto-design", built_design)]
-                curves = {}
-                for rep in range(self.repeats):
-                    for label, wf in configs:
-                        cur = sweep(wf, ds.xq, ds.gt, self.k, self.qps_repeats)
-                        curves.setdefault(label, cur)
-                        for _, r in cur.iterrows():
-                            rows.append(self._row(name, family, label, wf.describe(), r, rep,
-                                                  wf.build_seconds_, ds))
-                    if family == "ivfpq":
-                        m = base_wf.objects["pq_codebooks"].resolved_m(ds.d)
-                        ref = faiss_reference_sweep(ds, built_base.nlist_, m,
-                                                    built_base.budget_grid(), self.k,
-                                                    self.qps_repeats)
-                        curves.setdefault("faiss", ref)
-                        for _, r in ref.iterrows():
-                            rows.append(self._row(name, family, "faiss IndexIVFPQ (direct)",
-                                                  f"IVF{built_base.nlist_},PQ{m}", r, rep,
-                                                  float(r["build_s"]), ds))
-                gains = curve_gains(curves["baseline"], curves["auto-design"])
-                summary.append({
-                    "dataset": name, "family": family, "n_base": len(ds.xb), "d": ds.d,
-                    "baseline": base_desc, "design": design_desc,
-                    "bottlenecks": ";".join(diag.bottlenecks),
-                    "actions_applied": ";".join(design.applied),
-                    "baseline_build_s": build_s, "diagnosis_s": diag.seconds,
-                    "design_s": design.seconds,
-                    "overhead_x_build": (diag.seconds + design.seconds) / build_s,
-                    "val_baseline_recall": design.baseline.recall,
-                    "val_baseline_qps": design.baseline.qps,
-                    "val_design_recall": design.design.recall,
-                    "val_design_qps": design.design.qps,
-                    **gains,
-                    "simulated": False,
-                })
-        self.summary_ = pd.DataFrame(summary)
-        self.results_ = pd.DataFrame(rows)
-        return self.results_
+        ds = load_ann(dataset, n_base=self.n_base, n_queries=self.n_queries,
+                      n_validation=self.n_queries, random_state=self.random_state)
+        self._log(f"[{dataset}/{family}] diagnose")
+        base_wf = self.baseline(family, ds.d)
+        smart = SmartANN(base_wf, k=self.k, target_recall=self.target_recall,
+                         random_state=int(rng.integers(2**31 - 1)))
+        diag = smart.diagnose(ds.xb, ds.xv, ds.gt_val)
+        self._log(diag.summary())
+        design = smart.auto_design(ds.xb, ds.xv, ds.gt_val, diagnosis=diag)
+        self._log(design.summary())
+        # fresh, uncached builds: true build times for the tables
+        built_base = _fresh(base_wf).build(ds.xb)
+        built_design = _fresh(design.workflow).build(ds.xb)
+        build_s = built_base.build_seconds_
+        rows, curves = [], {}
+        for label, wf in (("baseline", built_base), ("auto-design", built_design)):
+            curves[label] = sweep(wf, ds.xq, ds.gt, self.k, self.qps_repeats)
+            rows += [self._row(dataset, family, label, wf.describe(), r, rep, wf.build_seconds_,
+                               ds) for _, r in curves[label].iterrows()]
+        if family == "ivfpq":
+            m = base_wf.objects["pq_codebooks"].resolved_m(ds.d)
+            ref = faiss_reference_sweep(ds, built_base.nlist_, m, built_base.budget_grid(),
+                                        self.k, self.qps_repeats)
+            rows += [self._row(dataset, family, "faiss IndexIVFPQ (direct)",
+                               f"IVF{built_base.nlist_},PQ{m}", r, rep, float(r["build_s"]), ds)
+                     for _, r in ref.iterrows()]
+        summary = {
+            "dataset": dataset, "family": family, "n_base": len(ds.xb), "d": ds.d,
+            "baseline": built_base.describe(), "design": built_design.describe(),
+            "bottlenecks": ";".join(diag.bottlenecks),
+            "actions_applied": ";".join(design.applied),
+            "baseline_build_s": build_s, "diagnosis_s": diag.seconds,
+            "design_s": design.seconds,
+            "overhead_x_build": (diag.seconds + design.seconds) / build_s,
+            "val_baseline_recall": design.baseline.recall,
+            "val_baseline_qps": design.baseline.qps,
+            "val_design_recall": design.design.recall,
+            "val_design_qps": design.design.qps,
+            **curve_gains(curves["baseline"], curves["auto-design"]),
+            "simulated": False,
+        }
+        return {"curves": rows, "summary": summary,
+                "diagnosis": diag.table.to_dict("records"),
+                "actions": design.actions.to_dict("records")}
 
     def _row(self, name, family, label, desc, r, rep, build_s, ds) -> dict:
         return {"dataset": name, "family": family, "design": label, "config": desc,

@@ -6,6 +6,7 @@ simulated. Timings depend on the machine's load: report them with it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -67,17 +68,18 @@ class ElasticExperiment:
         Independent runs (fresh processes each).
     timeout_s : float
         Timeout for groups and waits.
+    seed : int
+        Base seed: repetition ``r`` draws the model's seed from ``SeedSequence([seed, r])``.
 
     Attributes (after :meth:`run`)
     ------------------------------
     loss_curves_ : DataFrame
         ``rep, step, loss, layout`` for every run.
-    events_ : DataFrame
-        Raw timeline of the last run.
     """
 
     def __init__(self, schedule, steps: int = 40, mode: str = "live", *, spec=None,
-                 staging_bytes: int = 64 << 10, repeats: int = 1, timeout_s: float = 60.0):
+                 staging_bytes: int = 64 << 10, repeats: int = 1, timeout_s: float = 60.0,
+                 seed: int = 0):
         self.schedule = schedule
         self.steps = steps
         self.mode = mode
@@ -85,6 +87,7 @@ class ElasticExperiment:
         self.staging_bytes = staging_bytes
         self.repeats = repeats
         self.timeout_s = timeout_s
+        self.seed = seed
 
     def _validate(self):
         spec = self.spec if self.spec is not None else ModelSpec()
@@ -100,49 +103,65 @@ class ElasticExperiment:
         check_positive_int(self.repeats, "repeats")
         return spec, layouts, steps
 
-    def run(self) -> pd.DataFrame:
-        """Run every repetition; return the tidy per-event table."""
-        spec, layouts, steps = self._validate()
-        rows, curves = [], []
-        n_events = len(layouts) - 1
-        for rep in range(self.repeats):
-            t0 = time.time()
-            gap = int(round(steps / (n_events + 1)))
-            with ElasticTrainer(layouts[0], spec, steps=10 * steps + 1000,
-                                staging_bytes=self.staging_bytes,
-                                timeout_s=self.timeout_s) as trainer:
-                for i, layout in enumerate(layouts[1:]):
-                    trainer.wait_step(int(round((i + 1) * steps / (n_events + 1))))
-                    if self.mode == "live":
-                        trainer.resize(layout)
-                    else:
-                        trainer.restart(layout)
-                        trainer.wait_step(trainer.progress() + 1)
-                trainer.stop(max(steps, trainer.progress() + gap))
-                trainer.wait()
-                events = trainer.timeline()
-            phases = phase_table(events)
-            exits = events[events.ev == "exit"]
-            st = events[events.ev == "step"]
-            dur = st.t - st.t0
-            busy = st.preparing.astype(bool)
-            base = {"rep": rep, "mode": self.mode,
-                    "schedule": ",".join(str(x) for x in layouts), "steps": steps,
-                    "goodput": goodput(events, phases), "wall_s": time.time() - t0,
-                    "max_rss_mb": float(exits.maxrss_kb.max()) / 1024.0,
-                    "median_step_s": float(dur[~busy].median()),
-                    "median_step_preparing_s": float(dur[busy].median()) if busy.any()
-                    else float("nan"),
-                    "staging_bytes": self.staging_bytes, "engine": "real (gloo, CPU)",
-                    "load_average_1min": os.getloadavg()[0],
-                    "simulated": False}
-            if n_events == 0:
-                rows.append(base)
-            for _, ph in phases.iterrows():
-                rows.append({**base, "event": int(ph.gen) - 1, **ph.to_dict()})
-            lc = loss_curve(events)
-            lc.insert(0, "rep", rep)
-            curves.append(lc)
-            self.events_ = events
-        self.loss_curves_ = pd.concat(curves, ignore_index=True)
+    def run(self, *, out=None, overwrite: bool | None = None,
+            progress: bool = False) -> pd.DataFrame:
+        """Run every repetition through the experiment engine
+        (:func:`causalkit.simulation.run_experiment`: repetition ``r`` seeded from
+        ``SeedSequence([seed, r])``, which seeds the model; a results file ``out`` makes the run
+        resumable); return the tidy per-event table. Repetitions run one after another (each
+        already starts one process per worker)."""
+        from causalkit.simulation import run_experiment
+
+        self._validate()
+        runs = run_experiment(self.run_once, [{}], self.repeats, self.seed, out=out,
+                              overwrite=overwrite, progress=progress)
+        self.loss_curves_ = pd.DataFrame(
+            [{"rep": rep, **point} for rep, curve in zip(runs["rep"], runs["loss_curve"],
+                                                          strict=True) for point in curve])
+        rows = []
+        for run in runs.drop(columns="loss_curve").to_dict("records"):
+            events = run.pop("events")
+            rows.extend([{**run, **event} for event in events] or [run])
         return pd.DataFrame(rows)
+
+    def run_once(self, rng: np.random.Generator, rep: int) -> dict:
+        """One run (the engine's ``run_once`` protocol), the model seeded from ``rng``.
+
+        Returns the run's row, with its resize events (``events``: one dict per event) and its
+        loss curve (``loss_curve``: ``step, loss, layout`` dicts) as list-valued entries.
+        """
+        spec, layouts, steps = self._validate()
+        spec = dataclasses.replace(spec, seed=int(rng.integers(2**31 - 1)))
+        n_events = len(layouts) - 1
+        t0 = time.time()
+        gap = int(round(steps / (n_events + 1)))
+        with ElasticTrainer(layouts[0], spec, steps=10 * steps + 1000,
+                            staging_bytes=self.staging_bytes,
+                            timeout_s=self.timeout_s) as trainer:
+            for i, layout in enumerate(layouts[1:]):
+                trainer.wait_step(int(round((i + 1) * steps / (n_events + 1))))
+                if self.mode == "live":
+                    trainer.resize(layout)
+                else:
+                    trainer.restart(layout)
+                    trainer.wait_step(trainer.progress() + 1)
+            trainer.stop(max(steps, trainer.progress() + gap))
+            trainer.wait()
+            events = trainer.timeline()
+        phases = phase_table(events)
+        exits = events[events.ev == "exit"]
+        st = events[events.ev == "step"]
+        dur = st.t - st.t0
+        busy = st.preparing.astype(bool)
+        return {"rep": rep, "mode": self.mode, "seed": spec.seed,
+                "schedule": ",".join(str(x) for x in layouts), "steps": steps,
+                "goodput": goodput(events, phases), "wall_s": time.time() - t0,
+                "max_rss_mb": float(exits.maxrss_kb.max()) / 1024.0,
+                "median_step_s": float(dur[~busy].median()),
+                "median_step_preparing_s": float(dur[busy].median()) if busy.any()
+                else float("nan"),
+                "staging_bytes": self.staging_bytes, "engine": "real (gloo, CPU)",
+                "load_average_1min": os.getloadavg()[0], "simulated": False,
+                "events": [{"event": int(ph["gen"]) - 1, **ph} for ph in
+                           phases.to_dict("records")],
+                "loss_curve": loss_curve(events).to_dict("records")}

@@ -163,7 +163,12 @@ class Plan:
         """Transfers that ``worker`` sends or receives, in task order."""
         return [t for t in self.transfers if worker in (t.src_worker, t.dst_worker)]
 
-    def summary(self) -> dict:
+    def summary(self) -> str:
+        """The plan's size and staging figures of :meth:`to_dict` as text, one per line."""
+        return "\n".join(f"{k:<18} {v}" for k, v in self.to_dict().items())
+
+    def to_dict(self) -> dict:
+        """Layouts, number of transfers and batches, bytes moved and staged."""
         return {"old_layout": str(self.old_layout), "new_layout": str(self.new_layout),
                 "transfers": len(self.transfers), "batches": self.n_batches,
                 "network_bytes": self.network_bytes, "local_bytes": self.local_bytes,

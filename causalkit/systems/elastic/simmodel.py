@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
-__all__ = ["ProtocolParams", "simulate", "spot_trace", "gpu_params", "params_from_phases"]
+__all__ = ["ProtocolParams", "simulate_resizes", "spot_trace", "gpu_params", "params_from_phases"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class ProtocolParams:
                 "warmup": self.restart_warmup_s}
 
 
-def simulate(params: ProtocolParams, trace, horizon_s: float, mode: str,
+def simulate_resizes(params: ProtocolParams, trace, horizon_s: float, mode: str,
              n0: int) -> tuple[pd.DataFrame, dict]:
     """Simulate ``horizon_s`` seconds of training under ``trace`` (``[(time_s, world_size)]``).
 

@@ -173,7 +173,7 @@ class ElasticTrainer:
         self._write_spec(gen, new_layout, new_members, old_layout, old_members, fault=fault)
         self.log("notice", gen=gen, mode="live", old_layout=str(old_layout),
                  new_layout=str(new_layout),
-                 **{k: v for k, v in plan.summary().items() if "layout" not in k})
+                 **{k: v for k, v in plan.to_dict().items() if "layout" not in k})
         for w in new_members:
             if w not in old_members:
                 self.log("spawn", gen=gen, worker=w)
@@ -195,7 +195,7 @@ class ElasticTrainer:
                     self.procs[w].kill()
         record = {"gen": gen, "mode": "live", "old_layout": str(old_layout),
                   "new_layout": str(new_layout), "outcome": decision, "reason": reason,
-                  **{f"plan_{k}": v for k, v in plan.summary().items() if "layout" not in k}}
+                  **{f"plan_{k}": v for k, v in plan.to_dict().items() if "layout" not in k}}
         self.records.append(record)
         return record
 
@@ -217,11 +217,14 @@ class ElasticTrainer:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
                f"--nproc-per-node={new_layout.world_size}", "--rdzv-backend=c10d",
                f"--rdzv-endpoint=127.0.0.1:{self.port}", "--rdzv-conf=is_host=false",
-               f"--rdzv-id=elastic-g{gen}", "--max-restarts=0", "--monitor-interval=0.1",
+               "--local-addr=127.0.0.1", f"--rdzv-id=elastic-g{gen}", "--max-restarts=0",
+               "--monitor-interval=0.1",
                "-m", _WORKER, "--port", str(self.port), "--run-dir", str(self.run_dir),
                "--gen", str(gen), "--role", "restart"]
         self.log("launch", gen=gen)
-        launcher = subprocess.Popen(cmd, env=self._env(), stdout=self._out(f"torchrun-g{gen}"),
+        # no shared rendezvous TCPStore: torchrun would serve it on every interface
+        env = dict(self._env(), TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
+        launcher = subprocess.Popen(cmd, env=env, stdout=self._out(f"torchrun-g{gen}"),
                                     stderr=subprocess.STDOUT)
         self.launchers = [launcher]
         for w in old_members:

@@ -7,10 +7,10 @@ circuits). Reference: Zhao et al., "vClos: network contention aware scheduling f
 machine learning tasks in multi-tenant GPU clusters", Computer Networks 268 (2025), 111285
 (arXiv:2308.05692).
 
->>> from causalkit.systems.netsched import LeafSpine, simulate, synthetic_trace
+>>> from causalkit.systems.netsched import LeafSpine, simulate_cluster, synthetic_trace
 >>> cluster = LeafSpine(leaves=4, spines=8, gpus_per_leaf=8)
 >>> jobs = synthetic_trace(20, cluster, load=0.8, random_state=0)
->>> res = simulate(cluster, jobs, scheduler="vclos")
+>>> res = simulate_cluster(cluster, jobs, scheduler="vclos")
 >>> bool(res.jobs["slowdown"].max() < 1 + 1e-9)
 True
 """
@@ -31,7 +31,7 @@ from causalkit.systems.netsched.schedulers import (
     OCSVClos,
     VClos,
 )
-from causalkit.systems.netsched.sim import Result, check_jobs, simulate
+from causalkit.systems.netsched.sim import Result, check_jobs, simulate_cluster
 from causalkit.systems.netsched.topology import LeafSpine
 from causalkit.systems.netsched.traces import (
     load_helios,
@@ -42,7 +42,7 @@ from causalkit.systems.netsched.traces import (
 from causalkit.systems.netsched.traffic import PATTERNS, job_flows
 
 __all__ = [
-    "LeafSpine", "simulate", "Result", "check_jobs", "ClusterExperiment",
+    "LeafSpine", "simulate_cluster", "Result", "check_jobs", "ClusterExperiment",
     "ECMP", "SourceRouting", "collision_free_probability", "ecmp_collision_trials",
     "SCHEDULERS", "FirstFit", "BestFit", "VClos", "OCSVClos", "solve_vclos",
     "max_min_rates", "incidence", "PATTERNS", "job_flows",

@@ -35,7 +35,7 @@ from causalkit.systems.netsched.schedulers import ClusterState, make_scheduler
 from causalkit.systems.netsched.topology import LeafSpine
 from causalkit.systems.netsched.traffic import check_pattern, job_flows
 
-__all__ = ["simulate", "steady_rates", "check_jobs", "Result", "job_load"]
+__all__ = ["simulate_cluster", "steady_rates", "check_jobs", "Result", "job_load"]
 
 
 def check_jobs(jobs, cluster: LeafSpine) -> pd.DataFrame:
@@ -151,7 +151,12 @@ class Result:
         x = 1.0 / self.jobs["slowdown"].to_numpy()
         return float(x.sum() ** 2 / (len(x) * (x ** 2).sum()))
 
-    def summary(self) -> dict:
+    def summary(self) -> str:
+        """The headline metrics of :meth:`to_dict` as text, one per line."""
+        return "\n".join(f"{k:<16} {v:.6g}" if isinstance(v, float) else f"{k:<16} {v}"
+                         for k, v in self.to_dict().items())
+
+    def to_dict(self) -> dict:
         """Headline metrics as a flat dict (one row of :class:`ClusterExperiment` output)."""
         j = self.jobs
         cap = self.cluster.capacity
@@ -272,7 +277,7 @@ def _feasible_alone(scheduler, cluster, jobs):
                              f"{scheduler.name!r} on this cluster")
 
 
-def simulate(cluster: LeafSpine, jobs, scheduler="vclos", seed: int = 0, *,
+def simulate_cluster(cluster: LeafSpine, jobs, scheduler="vclos", seed: int = 0, *,
              backfill: bool = False) -> Result:
     """Simulate FIFO scheduling of ``jobs`` on ``cluster`` with a placement policy.
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from causalkit.systems.netsched.routing import collision_free_probability, ecmp_collision_trials
-from causalkit.systems.netsched.sim import simulate, steady_rates
+from causalkit.systems.netsched.sim import simulate_cluster, steady_rates
 from causalkit.systems.netsched.topology import LeafSpine
 from causalkit.systems.netsched.traces import assign_models, synthetic_trace
 
@@ -156,7 +156,7 @@ def testbed(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=
 # large simulation ------------------------------------------------------------------------------
 def _large_design(rng, cluster, n_jobs, load):
     jobs = synthetic_trace(n_jobs, cluster, load, random_state=rng)
-    ideal = simulate(cluster, jobs, "ideal")
+    ideal = simulate_cluster(cluster, jobs, "ideal")
     seed = int(rng.integers(2**31))
     offered = (jobs["n_gpus"] * jobs["duration"]).sum() / (cluster.n_gpus * jobs["arrival"].max())
     return {"truth": float(ideal.jobs["jct"].mean()), "jobs": jobs, "cluster": cluster,
@@ -166,7 +166,7 @@ def _large_design(rng, cluster, n_jobs, load):
 
 def _large_estimate(data, policy):
     c = data["cluster"].with_ocs(policy == "ocs-vclos")
-    s = simulate(c, data["jobs"], policy, seed=data["seed"]).summary()
+    s = simulate_cluster(c, data["jobs"], policy, seed=data["seed"]).to_dict()
     keep = ("avg_jwt", "p95_jct", "avg_slowdown", "utilization", "fragmentation",
             "network_blocked", "jain",
             "contended_frac", "makespan", "wall_seconds", "flows_solved")

@@ -11,8 +11,9 @@ hooks. On top of it:
 - :func:`check_trilemma` (:mod:`~causalkit.systems.rdma.trilemma`): explicit-state model checker
   for (exactly-once, receiver-NIC opacity, zero-copy) x failover policies;
 - :class:`FailoverExperiment` (:mod:`~causalkit.systems.rdma.experiment`) and
-  :class:`TrainingExperiment` (:mod:`~causalkit.systems.rdma.training`): workloads under faults;
-- :func:`measure_overhead`: per post/poll cost with vs without SHIFT.
+  :class:`FailoverTrainingExperiment` (:mod:`~causalkit.systems.rdma.training`): workloads
+  under faults;
+- :func:`measure_datapath_overhead`: per post/poll cost with vs without SHIFT.
 
 Reference: "SHIFT: Exploring the Boundary of RDMA Network Fault Tolerance", arXiv 2512.11094.
 """
@@ -22,12 +23,13 @@ import importlib
 _EXPORTS = {
     "verbs": None, "paths": None, "shift": None, "trilemma": None, "workloads": None,
     "experiment": None, "training": None, "overhead": None,
-    "Path": "paths", "InProcessPath": "paths", "UdpPath": "paths", "SharedMemoryPath": "paths",
+    "NicPath": "paths", "InProcessPath": "paths", "UdpPath": "paths", "SharedMemoryPath": "paths",
     "KVStore": "shift", "ShiftEndpoint": "shift", "ShiftQP": "shift", "ShiftCQ": "shift",
     "check_trilemma": "trilemma", "check_policy": "trilemma", "TRACES": "trilemma",
     "Op": "trilemma", "FailoverExperiment": "experiment", "FAULTS": "experiment",
-    "inject_fault": "experiment", "TrainingExperiment": "training",
-    "measure_overhead": "overhead", "TransportError": "workloads", "build_ring": "workloads",
+    "inject_fault": "experiment", "FailoverTrainingExperiment": "training",
+    "measure_datapath_overhead": "overhead", "TransportError": "workloads",
+    "build_ring": "workloads",
     "run_allreduce": "workloads", "run_p2p": "workloads", "RingAllReduce": "workloads",
 }
 

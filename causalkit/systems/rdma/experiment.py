@@ -118,8 +118,22 @@ class FailoverExperiment:
         configs = self.shift if isinstance(self.shift, (tuple, list)) else (self.shift,)
         return n_hosts, [bool(c) for c in configs]
 
-    def run(self) -> pd.DataFrame:
-        """Run every configuration and repetition.
+    def run(self, *, n_jobs: int = 1, out=None, overwrite: bool | None = None,
+            progress: bool = False) -> pd.DataFrame:
+        """Run every configuration and repetition through the experiment engine
+        (:func:`causalkit.simulation.run_experiment`: seeds from ``SeedSequence([seed, rep])``,
+        resumable store in ``out``).
+
+        Parameters
+        ----------
+        n_jobs : int
+            Worker processes (timings are wall-clock: keep 1 for downtime measurements).
+        out : str or Path, optional
+            Results file of the engine (JSON Lines; a rerun resumes).
+        overwrite : bool, optional
+            Discard what ``out`` holds instead of resuming.
+        progress : bool
+            Show a progress bar.
 
         Returns
         -------
@@ -131,20 +145,31 @@ class FailoverExperiment:
             ``replayed``, ``emulated``. The throughput time series is in :attr:`timeseries_`,
             the SHIFT events in :attr:`events_`.
         """
-        n_hosts, configs = self._validate()
-        rows, series, events = [], [], []
-        for shift in configs:
-            for rep in range(self.reps):
-                row, ts, ev = self._one(n_hosts, shift, rep)
-                rows.append(row)
-                series.append(ts.assign(shift=shift, rep=rep))
-                events.extend(dict(e, shift=shift, rep=rep) for e in ev)
-        self.timeseries_ = pd.concat(series, ignore_index=True)
-        self.events_ = pd.DataFrame(events)
-        return pd.DataFrame(rows)
+        from causalkit.simulation import run_experiment
 
-    def _one(self, n_hosts: int, shift: bool, rep: int):
-        seed = self.seed * 1000 + rep
+        _, configs = self._validate()
+        frame = run_experiment(self.run_once, [{"shift": c} for c in configs], self.reps,
+                               self.seed, n_jobs=n_jobs, out=out, overwrite=overwrite,
+                               progress=progress)
+        keys = list(zip(frame["shift"], frame["rep"], strict=True))
+        self.timeseries_ = pd.DataFrame(
+            [{**point, "shift": shift, "rep": rep}
+             for (shift, rep), series in zip(keys, frame["timeseries"], strict=True)
+             for point in series], columns=["t", "throughput_MBps", "shift", "rep"])
+        self.events_ = pd.DataFrame([{**event, "shift": shift, "rep": rep}
+                                     for (shift, rep), events in zip(keys, frame["events"],
+                                                                     strict=True)
+                                     for event in events])
+        return frame.drop(columns=["timeseries", "events"])
+
+    def run_once(self, rng: np.random.Generator, rep: int, *, shift: bool) -> dict:
+        """One repetition of one configuration (the engine's ``run_once`` protocol).
+
+        Returns the result row, with the throughput time series (``timeseries``: a list of
+        ``{t, throughput_MBps}``) and the SHIFT events (``events``) as list-valued entries.
+        """
+        n_hosts, _ = self._validate()
+        seed = int(rng.integers(2**31))
         cluster = build_ring(n_hosts, shift=shift, transport=self.transport, mtu=self.mtu,
                              timeout=self.timeout, retry_cnt=self.retry_cnt, seed=seed)
         n_ops = self.iterations if self.workload == "allreduce" else self.n_msgs
@@ -200,7 +225,11 @@ class FailoverExperiment:
             "error": "; ".join(sorted({type(x).__name__ + ": " + str(x)[:80]
                                        for x in out["errors"].values()})),
         }
-        return row, self._series(out, times), ev
+        series = self._series(out, times)
+        row["timeseries"] = series.to_dict("records")
+        row["events"] = [{k: v for k, v in e.items() if isinstance(v, (int, float, str, bool))}
+                         for e in ev]
+        return row
 
     def _series(self, out, times) -> pd.DataFrame:
         if not times.size:

@@ -18,7 +18,7 @@ from causalkit._validation import check_positive_int
 from causalkit.systems.rdma.verbs import Opcode, QPCap, SendWR, WCStatus
 from causalkit.systems.rdma.workloads import _connect, build_ring
 
-__all__ = ["measure_overhead"]
+__all__ = ["measure_datapath_overhead"]
 
 
 def _one(shift: bool, n_ops: int, transport: str, seed: int) -> dict:
@@ -60,7 +60,7 @@ def _one(shift: bool, n_ops: int, transport: str, seed: int) -> dict:
             "write_latency_us": 1e6 * float(np.median(lat_t))}
 
 
-def measure_overhead(n_ops: int = 2000, reps: int = 3, transport: str = "inprocess",
+def measure_datapath_overhead(n_ops: int = 2000, reps: int = 3, transport: str = "inprocess",
                      seed: int = 0) -> pd.DataFrame:
     """Per-call times with plain and SHIFT QPs.
 

@@ -8,10 +8,11 @@ A path is a bidirectional link with two ends (``0`` and ``1``). Three transports
   :class:`multiprocessing.shared_memory.SharedMemory` block, so the two ends may live in different
   processes (``SharedMemoryPath.attach(name, end)`` on the other side).
 
-Fault hooks (applied by the sending end, on the path's clock): :meth:`Path.kill` (permanent),
-:meth:`Path.link_down` (a down window, e.g. a port flap), :meth:`Path.drop` (random loss of every
-packet), :meth:`Path.drop_acks_only` (random loss of responder-to-requester packets only: data is
-placed but its ACK is lost) and :meth:`Path.delay` (constant one-way latency added).
+Fault hooks (applied by the sending end, on the path's clock): :meth:`NicPath.kill`
+(permanent), :meth:`NicPath.link_down` (a down window, e.g. a port flap), :meth:`NicPath.drop`
+(random loss of every packet), :meth:`NicPath.drop_acks_only` (random loss of
+responder-to-requester packets only: data is placed but its ACK is lost) and
+:meth:`NicPath.delay` (constant one-way latency added).
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ import numpy as np
 from causalkit._validation import check_fraction
 from causalkit.systems.rdma.wire import KIND_REQ
 
-__all__ = ["Path", "InProcessPath", "UdpPath", "SharedMemoryPath"]
+__all__ = ["NicPath", "InProcessPath", "UdpPath", "SharedMemoryPath"]
 
 
-class Path(abc.ABC):
+class NicPath(abc.ABC):
     """Base class: fault injection and delayed delivery; subclasses move raw bytes.
 
     Parameters
@@ -141,7 +142,7 @@ class Path(abc.ABC):
         """Release OS resources (sockets, shared memory)."""
 
 
-class InProcessPath(Path):
+class InProcessPath(NicPath):
     """Two in-memory queues: deterministic delivery order, no OS involvement."""
 
     transport = "inprocess"
@@ -160,7 +161,7 @@ class InProcessPath(Path):
         return out
 
 
-class UdpPath(Path):
+class UdpPath(NicPath):
     """Two UDP sockets on the loopback interface (``127.0.0.1``), one per end."""
 
     transport = "udp"
@@ -199,7 +200,7 @@ class UdpPath(Path):
             s.close()
 
 
-class SharedMemoryPath(Path):
+class SharedMemoryPath(NicPath):
     """Byte rings in shared memory: one SPSC ring per direction, usable across processes.
 
     Layout per ring: ``head`` (uint64, consumer position), ``tail`` (uint64, producer position),

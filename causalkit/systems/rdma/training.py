@@ -29,12 +29,12 @@ from causalkit._validation import check_positive_int
 from causalkit.systems.rdma.experiment import FAULTS, inject_fault
 from causalkit.systems.rdma.workloads import build_ring, run_allreduce
 
-__all__ = ["TrainingExperiment", "MODES"]
+__all__ = ["FailoverTrainingExperiment", "MODES"]
 
 MODES = ("no_fault", "shift", "checkpoint_restart")
 
 
-class TrainingExperiment:
+class FailoverTrainingExperiment:
     """Compare training progress of the three modes (see the module docstring).
 
     Parameters

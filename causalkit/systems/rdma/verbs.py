@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from causalkit.systems.rdma.paths import InProcessPath, Path
+from causalkit.systems.rdma.paths import InProcessPath, NicPath
 from causalkit.systems.rdma.wire import (
     FLAG_FIRST,
     FLAG_LAST,
@@ -238,7 +238,7 @@ class Fabric:
         self.lock = threading.RLock()
         self._wake = threading.Condition(self.lock)
         self.devices: dict[str, Device] = {}
-        self.paths: list[Path] = []
+        self.paths: list[NicPath] = []
         self._vt = 0.0
         self._thread = None
         self._stop = False
@@ -257,18 +257,18 @@ class Fabric:
             self.devices[name] = dev
             return dev
 
-    def connect(self, a: Device, b: Device, path: Path | None = None) -> Path:
+    def connect(self, a: Device, b: Device, path: NicPath | None = None) -> NicPath:
         """Link devices ``a`` (path end 0) and ``b`` (end 1); default an :class:`InProcessPath`."""
         path = InProcessPath() if path is None else path
         self.attach(a, b.name, path, 0)
         self.attach(b, a.name, path, 1)
         return path
 
-    def attach(self, local: Device, remote_name: str, path: Path, end: int) -> Path:
+    def attach(self, local: Device, remote_name: str, path: NicPath, end: int) -> NicPath:
         """Attach end ``end`` of ``path`` to ``local``, leading to the device ``remote_name``
         (which may live in another process, e.g. over a :class:`SharedMemoryPath`)."""
-        if not isinstance(path, Path):
-            raise TypeError(f"path must be a Path; got {type(path).__name__}")
+        if not isinstance(path, NicPath):
+            raise TypeError(f"path must be a NicPath; got {type(path).__name__}")
         with self.lock:
             path.clock = self.now
             local._links[_dev_id(remote_name)] = (path, end)
@@ -386,7 +386,7 @@ class Device:
         self._mrs_l: dict[int, MemoryRegion] = {}
         self._mrs_r: dict[int, MemoryRegion] = {}
         self._qps: dict[int, QueuePair] = {}
-        self._links: dict[int, tuple[Path, int]] = {}
+        self._links: dict[int, tuple[NicPath, int]] = {}
         self._keys = itertools.count(1)
         self._qpns = itertools.count(0x11)
 
@@ -407,7 +407,7 @@ class Device:
             path.kill()
 
     @property
-    def paths(self) -> list[Path]:
+    def paths(self) -> list[NicPath]:
         """The paths attached to this device."""
         return [p for p, _ in self._links.values()]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from causalkit.systems._cli import add_shared_arguments, finish, results_store, sized
+
 _FAULTS = ("none", "compute_straggler", "link_degradation", "pipeline_bubble", "jit_stall",
            "masked_straggler")
 
@@ -16,11 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="link_degradation: held collectives, a real tbf-shaped veth link "
                              "(root, ip, tc), or tbf where available")
     parser.add_argument("--world-size", type=int, default=2, help="rank processes (2-4)")
-    parser.add_argument("--steps", type=int, default=48, help="training steps")
-    parser.add_argument("--repetitions", type=int, default=1, help="independent runs")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None,
-                        help="folder to keep trace stores and results.csv (default: temporary)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="training steps (default 48; --quick: 24)")
+    add_shared_arguments(parser, reps_help="independent runs (trace stores kept in "
+                                           "DIR/traces with --out)", jobs=False)
     parser.add_argument("--diagnose", metavar="STORE", default=None,
                         help="only diagnose an existing trace-store directory")
     parser.add_argument("--plot", metavar="PNG", default=None,
@@ -42,36 +43,32 @@ def run(args) -> int:
             return 2
         print(report.summary())
     else:
+        import tempfile
+
         from causalkit.systems.tracing.experiment import TrainingExperiment
 
-        try:
-            exp = TrainingExperiment(world_size=args.world_size,
-                                     fault=None if args.fault == "none" else args.fault,
-                                     steps=args.steps, repetitions=args.repetitions,
-                                     link_mode=args.link_mode,
-                                     seed=args.seed, out_dir=args.out)
-        except ValueError as exc:
-            print(f"causalkit systems trace: {exc}", file=sys.stderr)
-            return 2
-        rows = []
-        for rep in range(exp.repetitions):
+        with tempfile.TemporaryDirectory(prefix="argus-") as tmp:
+            store = results_store(args)
+            traces = (store.parent if store is not None else Path(tmp)) / "traces"
             try:
-                row, report = exp.run_once(rep)
-            except RuntimeError as exc:
+                exp = TrainingExperiment(world_size=args.world_size,
+                                         fault=None if args.fault == "none" else args.fault,
+                                         steps=sized(args.steps, 48, args.quick, 24),
+                                         repetitions=args.reps, link_mode=args.link_mode,
+                                         seed=args.seed, out_dir=traces)
+                table = exp.run(out=store, overwrite=args.overwrite)
+            except (ValueError, RuntimeError) as exc:
                 print(f"causalkit systems trace: {exc}", file=sys.stderr)
                 return 2
-            rows.append(row)
-            print(report.summary())
-        import pandas as pd
-
-        table = pd.DataFrame(rows)
+            for row in table.itertuples():
+                report = diagnose(traces / f"{row.fault}-ws{row.world_size}-seed{row.seed}"
+                                  / "traces", **exp.diagnose_options)
+                print(report.summary())
         cols = ["fault", "rep", "detected", "culprit_kind", "culprit_rank", "precision",
                 "recall", "steps_to_detect", "time_to_detect_s", "step_ms_before",
                 "step_ms_after", "compression_ratio", "dropped", "emulated", "link_mode"]
         print(table[cols].to_string(index=False))
-        if args.out is not None:
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-            table.to_csv(Path(args.out) / "results.csv", index=False)
+        finish(args, table, "trace")
     if args.plot:
         import matplotlib
 

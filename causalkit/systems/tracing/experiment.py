@@ -76,7 +76,8 @@ class TrainingExperiment:
     steps : int
         Training steps per repetition.
     repetitions : int
-        Independent runs (seeds ``seed, seed + 1, ...``).
+        Independent runs of :meth:`run` (repetition ``r`` seeded from
+        ``SeedSequence([seed, r])``).
     faulty_rank : int, optional
         Rank carrying the fault (default: the last rank; for ``link_degradation`` the last
         expert group).
@@ -322,9 +323,10 @@ class TrainingExperiment:
                 return end - self.fault_step, (job_end.loc[end - 1] - onset) / 1e9 + spent
         return np.nan, np.nan
 
-    def run_once(self, rep: int = 0):
-        """One repetition: returns (row dict, Report)."""
-        seed = self.seed + rep
+    def trace(self, seed: int | None = None, rep: int = 0):
+        """One traced and diagnosed run with ``seed`` (default: ``self.seed``), recorded as
+        repetition ``rep``; returns (row dict, Report)."""
+        seed = self.seed if seed is None else int(seed)
         base = Path(tempfile.mkdtemp(prefix="argus-")) if self.out_dir is None else self.out_dir
         store_dir = base / f"{self.fault or 'none'}-ws{self.world_size}-seed{seed}"
         if store_dir.exists():
@@ -376,7 +378,30 @@ class TrainingExperiment:
             if self.out_dir is None:
                 shutil.rmtree(base, ignore_errors=True)
 
-    def run(self) -> pd.DataFrame:
-        """All repetitions; one row per repetition (see :meth:`run_once`)."""
-        rows = [self.run_once(rep)[0] for rep in range(self.repetitions)]
-        return pd.DataFrame(rows)
+    def run_once(self, rng: np.random.Generator, rep: int) -> dict:
+        """Repetition ``rep`` (the engine's ``run_once`` protocol): the row of :meth:`trace`
+        with a seed drawn from ``rng``."""
+        return self._seeded_trace(rng, rep)[0]
+
+    def repetition(self, rep: int):
+        """Repetition ``rep`` of :meth:`run` with its report: ``(row, Report)``."""
+        return self._seeded_trace(np.random.default_rng([self.seed, rep]), rep)
+
+    def _seeded_trace(self, rng: np.random.Generator, rep: int):
+        return self.trace(int(rng.integers(2**31 - 1)), rep)
+
+    def run(self, *, out=None, overwrite: bool | None = None,
+            progress: bool = False) -> pd.DataFrame:
+        """All repetitions through the experiment engine
+        (:func:`causalkit.simulation.run_experiment`: repetition ``r`` seeded from
+        ``SeedSequence([seed, r])``; a results file ``out`` makes the run resumable).
+        Repetitions run one after another (each already uses ``world_size`` processes).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per repetition (see :meth:`trace`).
+        """
+        from causalkit.simulation import run_experiment
+        return run_experiment(self.run_once, [{}], self.repetitions, self.seed, out=out,
+                              overwrite=overwrite, progress=progress)

@@ -112,7 +112,10 @@ class TraceStore:
         frames = []
         for _rank, path in files.items():
             try:
-                con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+                # a percent-encoded file URI: '#' or '?' in a folder name stays part of the
+                # path, and mode=ro never creates a file
+                con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                      timeout=30)
                 try:
                     names = {r[0] for r in con.execute(
                         "SELECT name FROM sqlite_master WHERE type='table'")}

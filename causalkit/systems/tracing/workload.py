@@ -32,6 +32,7 @@ Injected faults (``fault`` in the rank configuration):
 from __future__ import annotations
 
 import os
+import socket
 from datetime import timedelta
 
 __all__ = ["run_rank"]
@@ -83,6 +84,7 @@ def _init(rank: int, cfg):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     host = "127.0.0.1"
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"   # gloo's pair sockets on loopback only
     link = cfg.get("link")
     if link:   # a real link: the faulty rank behind the veth pair, everyone on its addresses
         from causalkit.systems.tracing.netns import enter_namespace
@@ -93,8 +95,15 @@ def _init(rank: int, cfg):
         os.environ["GLOO_SOCKET_IFNAME"] = link["inner_dev"] if inner else link["outer_dev"]
         host = link["outer_addr"]
     timeout = timedelta(seconds=cfg["timeout_s"])
+    listen_fd = None
+    if rank == 0:   # the store server listens on ``host`` only (TCPStore alone binds to all)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, cfg["port"]))
+        sock.listen(64)
+        listen_fd = sock.detach()
     store = dist.TCPStore(host, cfg["port"], cfg["world_size"], rank == 0,
-                          timeout=timeout)
+                          timeout=timeout, master_listen_fd=listen_fd)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=cfg["world_size"],
                             timeout=timeout)
 
