@@ -2,7 +2,9 @@
 
 import itertools
 
+import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.optimize import check_grad
 from scipy.special import softmax
@@ -13,6 +15,8 @@ from causalkit import Estimate
 from causalkit.policy import TargetPolicyLearner, TargetPolicyValue, dgps
 from causalkit.policy.smooth import fit_linear_policy
 from causalkit.policy.trees import fit_policy_tree, predict_tree
+
+matplotlib.use("Agg")
 
 
 def _brute_force_tree(X, gamma, depth, min_leaf):
@@ -44,10 +48,25 @@ def test_tree_search_matches_brute_force(depth, seed):
     rng = np.random.default_rng(seed)
     X = np.round(rng.normal(size=(24, 2)), 1)
     gamma = rng.normal(size=(24, 3)) + np.c_[np.zeros(24), X[:, 0], -X[:, 1]]
-    tree, value = fit_policy_tree(X, gamma, depth=depth, n_thresholds=100, min_samples_leaf=2)
+    tree, value = fit_policy_tree(X, gamma, depth=depth, min_samples_leaf=2)
     assert value == pytest.approx(_brute_force_tree(X, gamma, depth, 2), abs=1e-12)
     chosen = predict_tree(tree, X)
     assert np.mean(gamma[np.arange(24), chosen]) == pytest.approx(value, abs=1e-12)
+
+
+@pytest.mark.parametrize("n_arms, min_leaf, decimals", [(2, 1, 2), (2, 5, 3), (3, 3, 1),
+                                                         (4, 2, None)])
+def test_tree_search_matches_brute_force_every_root_threshold(n_arms, min_leaf, decimals):
+    # enough distinct values that the root and child searches span many leaf blocks, ties
+    # (rounding) or none, and a signal so that the best splits sit inside the data
+    rng = np.random.default_rng(n_arms + 10 * min_leaf)
+    X = rng.normal(size=(70, 2))
+    X = np.round(X, decimals) if decimals is not None else X
+    gamma = rng.normal(size=(70, n_arms))
+    gamma[:, 1] += 2 * np.sign(X[:, 0] * X[:, 1])
+    tree, value = fit_policy_tree(X, gamma, depth=2, min_samples_leaf=min_leaf)
+    assert value == pytest.approx(_brute_force_tree(X, gamma, 2, min_leaf), abs=1e-12)
+    assert np.mean(gamma[np.arange(70), predict_tree(tree, X)]) == pytest.approx(value, abs=1e-12)
 
 
 def test_tree_recovers_a_planted_rule():
@@ -150,6 +169,30 @@ def test_learner_errors():
         fitted.policy_value(d["X_source"])
     with pytest.raises(ValueError, match="X_target must have at least 1 row"):
         TargetPolicyLearner(TargetPolicyValue(cv=2)).fit(*args, X_target=d["X_target"][:0])
+
+
+def test_tree_export_and_plot_use_feature_names():
+    d = dgps.simulate("estimation", np.random.default_rng(5), n_source=400, n_target=400,
+                      shift=dgps.SHIFTS["moderate"])
+    names = ["age", "dose", "score"]
+    Xs, Xt = pd.DataFrame(d["X_source"], columns=names), pd.DataFrame(d["X_target"], columns=names)
+    learner = TargetPolicyLearner(TargetPolicyValue(cv=2, random_state=0), policy="tree",
+                                  random_state=0).fit(Xs, d["y"], d["treatment"], X_target=Xt)
+    text = learner.export_text()
+    tree = learner.policy_model_.tree
+    assert text.splitlines()[0] == f"|--- {names[tree['feature']]} <= {round(tree['threshold'], 3)}"
+    assert text.count("treat:") == sum(1 for line in text.splitlines() if "treat" in line) >= 2
+    ax = learner.plot_tree()
+    shown = {t.get_text() for t in ax.texts}
+    assert f"{names[tree['feature']]} <= {round(tree['threshold'], 3)}" in shown
+    assert any(t.startswith("treat: ") for t in shown)
+    assert learner.export_text(feature_names=["a", "b", "c"]).startswith(
+        f"|--- {'abc'[tree['feature']]} <= ")
+    with pytest.raises(ValueError, match="feature_names has 2 entries"):
+        learner.export_text(feature_names=["a", "b"])
+    with pytest.raises(ValueError, match="not a tree"):
+        TargetPolicyLearner(TargetPolicyValue(cv=2), policy="linear").fit(
+            Xs, d["y"], d["treatment"], X_target=Xt).export_text()
 
 
 def test_exhaustive_grid_of_constructor_params_clone():

@@ -36,7 +36,7 @@ from causalkit.nuisance import make_folds
 from causalkit.policy._data import policy_data
 from causalkit.policy._policies import one_hot
 from causalkit.policy.smooth import fit_linear_policy, fit_mlp_policy
-from causalkit.policy.trees import fit_policy_tree, predict_tree
+from causalkit.policy.trees import export_text, fit_policy_tree, predict_tree
 from causalkit.policy.value import TargetPolicyValue
 
 __all__ = ["TargetPolicyLearner", "POLICY_CLASSES"]
@@ -66,11 +66,10 @@ class TargetPolicyLearner(CausalEstimator):
         learner's ``random_state``.
     policy : {"linear", "mlp", "tree"}
         Policy class: linear softmax rule, one-hidden-layer softmax network, or a depth-1/2 tree
-        found by exhaustive search.
+        found by exact search over every split point.
     depth : {1, 2}
-        Tree depth (``policy="tree"``).
-    n_thresholds : int
-        Root split points tried per feature for depth-2 trees.
+        Tree depth (``policy="tree"``); every split point is searched
+        (:func:`causalkit.policy.trees.fit_policy_tree`).
     min_samples_leaf : int
         Minimum rows per tree leaf.
     l2 : float
@@ -124,13 +123,12 @@ class TargetPolicyLearner(CausalEstimator):
     _label = "Target policy learner"
     _estimand = "learned policy value (held-out)"
 
-    def __init__(self, value=None, policy="linear", depth=2, n_thresholds=32, min_samples_leaf=5,
+    def __init__(self, value=None, policy="linear", depth=2, min_samples_leaf=5,
                  l2=1e-3, temperature=1.0, hidden_units=16, learning_rate=0.05, max_iter=500,
                  deterministic=True, cv=2, random_state=None):
         self.value = value
         self.policy = policy
         self.depth = depth
-        self.n_thresholds = n_thresholds
         self.min_samples_leaf = min_samples_leaf
         self.l2 = l2
         self.temperature = temperature
@@ -149,7 +147,7 @@ class TargetPolicyLearner(CausalEstimator):
                             f"{type(self.value).__name__}")
         if self.depth not in (1, 2):
             raise ValueError(f"depth must be 1 or 2; got {self.depth!r}")
-        for name in ("n_thresholds", "min_samples_leaf", "hidden_units", "max_iter"):
+        for name in ("min_samples_leaf", "hidden_units", "max_iter"):
             check_positive_int(getattr(self, name), name)
         if isinstance(self.cv, numbers.Integral):
             check_positive_int(self.cv, "cv", minimum=2)
@@ -161,7 +159,7 @@ class TargetPolicyLearner(CausalEstimator):
 
     def _fit_policy(self, X, gamma, seed):
         if self.policy == "tree":
-            tree, _ = fit_policy_tree(X, gamma, depth=self.depth, n_thresholds=self.n_thresholds,
+            tree, _ = fit_policy_tree(X, gamma, depth=self.depth,
                                       min_samples_leaf=self.min_samples_leaf)
             return _TreePolicy(tree, gamma.shape[1])
         if self.policy == "linear":
@@ -241,6 +239,35 @@ class TargetPolicyLearner(CausalEstimator):
         X = self._check_X(X)
         proba = self._deploy(self.policy_model_, X)
         return self.arms_[np.argmax(proba, axis=1)]
+
+    def _tree(self):
+        check_is_fitted(self, "policy_model_")
+        if self.policy != "tree":
+            raise ValueError(f"the learned policy is a {self.policy!r} rule, not a tree")
+        return self.policy_model_.tree
+
+    def _names(self, feature_names):
+        names = list(self.feature_names_in_ if feature_names is None else feature_names)
+        if len(names) != self.n_features_in_:
+            raise ValueError(f"feature_names has {len(names)} entries; the policy was fitted "
+                             f"with {self.n_features_in_} covariates")
+        return names
+
+    def export_text(self, feature_names=None, decimals=3):
+        """The learned tree (``policy="tree"``) as indented text with the covariate names
+        (``feature_names``, default ``feature_names_in_``) and the arm labels, one line per node
+        as ``sklearn.tree.export_text``."""
+        tree = self._tree()
+        return export_text(tree, self._names(feature_names), list(self.arms_), decimals=decimals)
+
+    def plot_tree(self, ax=None, feature_names=None, decimals=3):
+        """Draw the learned tree (``policy="tree"``): split nodes show ``name <= threshold``
+        (left branch true), leaves the recommended arm. Returns the matplotlib Axes."""
+        from causalkit.policy.plots import plot_policy_tree
+
+        tree = self._tree()
+        return plot_policy_tree(tree, self._names(feature_names), list(self.arms_), ax=ax,
+                                decimals=decimals)
 
     def plot(self, ax=None, features=(0, 1)):
         """Policy map: the target rows on two covariates (``features``, column indices),

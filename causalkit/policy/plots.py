@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_overlap", "plot_policy_map", "plot_study_summary"]
+__all__ = ["plot_overlap", "plot_policy_map", "plot_policy_tree", "plot_study_summary"]
 
 
 def plot_overlap(value, axes=None):
@@ -79,6 +79,58 @@ def plot_policy_map(policy, X, *, features=(0, 1), feature_names=None, arms=None
     ax.legend(frameon=False, markerscale=3)
     if title:
         ax.set_title(title)
+    return ax
+
+
+def plot_policy_tree(tree, feature_names, arm_names, *, ax=None, decimals=3):
+    """Draw a policy tree from :func:`causalkit.policy.trees.fit_policy_tree`.
+
+    Split nodes read ``name <= threshold`` (the left branch is where it holds); leaves give the
+    recommended arm. Leaves sit on evenly spaced columns, each parent above its children.
+
+    Parameters
+    ----------
+    tree : dict
+    feature_names : sequence of str
+    arm_names : sequence
+        Label of each arm index.
+    ax : matplotlib Axes, optional
+    decimals : int
+        Digits of the thresholds.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    box = {"boxstyle": "round", "fc": "white", "ec": "0.4"}
+
+    leaf_depths = []
+
+    def draw(node, depth):
+        if "action" in node:
+            x = float(len(leaf_depths))
+            leaf_depths.append(depth)
+            ax.text(x, -depth, f"treat: {arm_names[node['action']]}", ha="center", va="center",
+                    bbox={**box, "fc": "#e8f0fe"})
+            return x
+        x_left = draw(node["left"], depth + 1)
+        x_right = draw(node["right"], depth + 1)
+        x = 0.5 * (x_left + x_right)
+        for child_x, label in ((x_left, "yes"), (x_right, "no")):
+            ax.plot([x, child_x], [-depth, -depth - 1], color="0.5", lw=1, zorder=0)
+            ax.text(0.5 * (x + child_x), -depth - 0.5, label, ha="center", fontsize=8)
+        ax.text(x, -depth, f"{feature_names[node['feature']]} <= "
+                f"{round(node['threshold'], decimals)}", ha="center", va="center", bbox=box)
+        return x
+
+    draw(tree, 0)
+    ax.set_xlim(-0.7, len(leaf_depths) - 0.3)
+    ax.set_ylim(-max(leaf_depths) - 0.5, 0.5)
+    ax.axis("off")
     return ax
 
 

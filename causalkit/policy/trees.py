@@ -1,95 +1,301 @@
-"""Exhaustive search for welfare-maximising policy trees of depth 1 or 2 on a score matrix.
+"""Exact search for welfare-maximising policy trees of depth 1 or 2 on a score matrix.
 
 Given rows :math:`X_r` and a reward matrix :math:`\\Gamma` (n, K), a policy tree assigns one arm
 per leaf and its value is :math:`n^{-1}\\sum_r \\Gamma_{r,\\pi(X_r)}`. With the target-DR score
 matrix of :meth:`causalkit.policy.TargetPolicyValue.score_matrix` this is the estimated *target*
-value, so the tree found here is the best tree for the target population.
+value, so the tree found here is the best tree for the target population. Every split point
+between distinct sorted values is searched, at the root and in both children (as
+``policytree::policy_tree`` with ``split.step = 1``; Sverdrup et al. 2020, Athey & Wager 2021).
 
-Search (as in ``policytree::policy_tree``, Sverdrup et al. 2020; Athey & Wager 2021):
+Depth 1 uses cumulative sums of :math:`\\Gamma` along each sorted feature. Depth 2 uses that the
+best split of a row set :math:`S` on one feature has value
 
-* depth 1: every feature and every split point between distinct sorted values, via cumulative
-  sums of :math:`\\Gamma` (exact);
-* depth 2: every feature for the root at up to ``n_thresholds`` candidate split points (the
-  midpoints between distinct values when there are few, otherwise empirical quantiles, an
-  approximation in the spirit of policytree's ``split.step``), and an exact depth-1 search in each
-  child. A split is kept only when it strictly improves on a single leaf.
+.. math::
+
+    \\max_{a, b}\\Big(T_b(S) + \\max_t \\big[P_a(t) - P_b(t)\\big]\\Big),
+
+where :math:`T_b(S)=\\sum_{r\\in S}\\Gamma_{rb}` and :math:`P_a(t)` is the sum of
+:math:`\\Gamma_{ra}` over the rows of :math:`S` left of split point :math:`t` (:math:`a=b` is
+the leaf; for two arms this is :math:`T_0+\\max(0, D, \\max_t d_t, D-\\min_t d_t)` with
+:math:`d` the prefix sum of :math:`\\Gamma_{r1}-\\Gamma_{r0}`). As the root split point moves
+one row at a time, each child gains one row (a forward pass builds the left children, a backward
+pass the right ones); a segment tree over the child feature's sorted distinct values (leaves:
+blocks of 8 consecutive values) keeps, for every arm pair, the maximum and minimum prefix sum of
+:math:`\\Gamma_a-\\Gamma_b` and the row count where each is reached. The root of the segment
+tree gives the best split in :math:`O(K^2)` unless an extreme lies within ``min_samples_leaf``
+rows of either end; then an exact range query over the allowed split points, in
+:math:`O(K^2\\log n)`, is run unless the unrestricted extreme (an upper bound) cannot beat the
+best child split already found on another feature. The search is :math:`O(p^2 K^2 n\\log n)`
+time and :math:`O(np + nK^2)` memory for any number of arms (compiled with numba when it is
+installed; the same code runs interpreted, much slower, without it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fit_policy_tree", "predict_tree"]
+try:
+    from numba import njit
+except ImportError:  # pragma: no cover - same kernel, interpreted
+    def njit(**_):
+        return lambda f: f
 
-_CHUNK_ELEMENTS = 4_000_000
+__all__ = ["fit_policy_tree", "predict_tree", "export_text"]
 
 
-def _leaf(total):
-    return {"action": int(np.argmax(total))}
+def _rel_better(a, b):
+    return a > b + 1e-12 * max(1.0, abs(b))
 
 
-def _stumps(X, gamma, orders, masks, min_leaf):
-    """Best depth-1 tree within each row subset (rows of the boolean ``masks``, shape (Q, n)).
-
-    Returns a list of (value, node) per subset; a node is a leaf when no split helps.
-    """
-    Q = masks.shape[0]
-    totals = masks.astype(float) @ gamma
-    best_val = totals.max(axis=1)
-    best = [None] * Q
-    sizes = masks.sum(axis=1)
-    n, K = gamma.shape
-    step = max(1, _CHUNK_ELEMENTS // max(1, n * K))
-    for j, o in enumerate(orders):
+def _best_stump(X, gamma, min_leaf):
+    """Best depth-1 tree (or leaf) on all rows of ``X``; returns (node, total reward)."""
+    n = X.shape[0]
+    total = gamma.sum(axis=0)
+    best_val, best = float(total.max()), {"action": int(np.argmax(total))}
+    count = np.arange(1, n)
+    for j in range(X.shape[1]):
+        o = np.argsort(X[:, j], kind="stable")
         xs = X[o, j]
-        distinct = xs[:-1] < xs[1:]
-        g_sorted = gamma[o]
-        for start in range(0, Q, step):
-            sl = slice(start, min(Q, start + step))
-            m = masks[sl][:, o].astype(float)
-            left_val, left_arm, right_val, right_arm = None, None, None, None
-            for k in range(K):  # arms: a handful of columns, each a contiguous cumsum
-                cum = np.cumsum(m * g_sorted[:, k], axis=1)[:, :-1]
-                right = totals[sl, k][:, None] - cum
-                if k == 0:
-                    left_val, right_val = cum, right
-                    left_arm = np.zeros(cum.shape, dtype=np.int8)
-                    right_arm = np.zeros(cum.shape, dtype=np.int8)
-                    continue
-                better = cum > left_val
-                left_val = np.where(better, cum, left_val)
-                left_arm[better] = k
-                better = right > right_val
-                right_val = np.where(better, right, right_val)
-                right_arm[better] = k
-            val = left_val + right_val
-            count = np.cumsum(m, axis=1)[:, :-1]
-            valid = distinct[None] & (count >= min_leaf) & (sizes[sl, None] - count >= min_leaf)
-            val = np.where(valid, val, -np.inf)
-            t = val.argmax(axis=1)
-            for qi, q in enumerate(range(sl.start, sl.stop)):
-                v = val[qi, t[qi]]
-                if v > best_val[q] + 1e-12 * max(1.0, abs(best_val[q])):
-                    best_val[q] = v
-                    best[q] = {"feature": j, "threshold": 0.5 * (xs[t[qi]] + xs[t[qi] + 1]),
-                               "left": {"action": int(left_arm[qi, t[qi]])},
-                               "right": {"action": int(right_arm[qi, t[qi]])}}
-    nodes = [best[q] if best[q] is not None else _leaf(totals[q]) for q in range(Q)]
-    return best_val, nodes
+        cum = np.cumsum(gamma[o], axis=0)[:-1]
+        right = total - cum
+        val = cum.max(axis=1) + right.max(axis=1)
+        val[~((xs[:-1] < xs[1:]) & (count >= min_leaf) & (n - count >= min_leaf))] = -np.inf
+        if val.size == 0:
+            continue
+        t = int(np.argmax(val))
+        if _rel_better(val[t], best_val):
+            best_val = float(val[t])
+            best = {"feature": j, "threshold": float(0.5 * (xs[t] + xs[t + 1])),
+                    "left": {"action": int(np.argmax(cum[t]))},
+                    "right": {"action": int(np.argmax(right[t]))}}
+    return best, best_val
 
 
-def _root_candidates(x, n_thresholds):
-    values = np.unique(x)
-    if values.size <= 1:
-        return values[:0]
-    if values.size <= n_thresholds + 1:
-        return 0.5 * (values[:-1] + values[1:])
-    qs = np.quantile(x, np.linspace(0, 1, n_thresholds + 2)[1:-1])
-    return np.unique(qs)
+#: Distinct values per leaf block of the segment tree (a speed constant: blocks are scanned
+#: linearly, which keeps the tree small enough to stay in cache).
+_BLOCK = 8
+
+# The child feature's distinct values ("groups", in sorted order) hold per-group records
+# ``gs[g] = (rows, reward sum per arm)``. Blocks of ``_BLOCK`` consecutive groups are the leaves
+# of a segment tree ``T`` whose node record (one row) is: column 0 the rows below the node,
+# columns 1..K the reward sums per arm, then for each arm pair q = (a, b), a < b, four blocks of
+# P columns: the maximum prefix sum of Gamma_a - Gamma_b over the node's groups (prefix from its
+# first group, inclusive), the rows up to that maximum, the minimum prefix sum and the rows up
+# to it.
 
 
-def fit_policy_tree(X, gamma, *, depth=2, n_thresholds=32, min_samples_leaf=5):
-    """Best tree of the given depth for the reward matrix ``gamma``.
+@njit(cache=True, error_model="numpy")
+def _scan_block(b, gs, T, size, pa, pb):
+    """Recompute the leaf record of block ``b`` from its groups."""
+    K, P = gs.shape[1] - 1, pa.size
+    node = size + b
+    T[node, :] = 0.0
+    for q in range(P):
+        T[node, 1 + K + q] = -np.inf
+        T[node, 1 + K + 2 * P + q] = np.inf
+    for g in range(b * _BLOCK, min(gs.shape[0], (b + 1) * _BLOCK)):
+        for k in range(K + 1):
+            T[node, k] += gs[g, k]
+        for q in range(P):
+            d = T[node, 1 + pa[q]] - T[node, 1 + pb[q]]
+            if d > T[node, 1 + K + q]:
+                T[node, 1 + K + q], T[node, 1 + K + P + q] = d, T[node, 0]
+            if d < T[node, 1 + K + 2 * P + q]:
+                T[node, 1 + K + 2 * P + q], T[node, 1 + K + 3 * P + q] = d, T[node, 0]
+
+
+@njit(cache=True, error_model="numpy")
+def _insert(group, g, gs, T, size, pa, pb):
+    """Add a row with rewards ``g`` to ``group`` and refresh its block's path to the root."""
+    K, P = g.size, pa.size
+    gs[group, 0] += 1.0
+    for k in range(K):
+        gs[group, 1 + k] += g[k]
+    node = group // _BLOCK
+    _scan_block(node, gs, T, size, pa, pb)
+    node = (node + size) >> 1
+    while node >= 1:
+        L, R = 2 * node, 2 * node + 1
+        for k in range(K + 1):
+            T[node, k] = T[L, k] + T[R, k]
+        for q in range(P):
+            dl = T[L, 1 + pa[q]] - T[L, 1 + pb[q]]
+            c = 1 + K + q
+            right = dl + T[R, c]
+            if T[L, c] >= right:
+                T[node, c], T[node, c + P] = T[L, c], T[L, c + P]
+            else:
+                T[node, c], T[node, c + P] = right, T[L, 0] + T[R, c + P]
+            c += 2 * P
+            right = dl + T[R, c]
+            if T[L, c] <= right:
+                T[node, c], T[node, c + P] = T[L, c], T[L, c + P]
+            else:
+                T[node, c], T[node, c + P] = right, T[L, 0] + T[R, c + P]
+        node >>= 1
+
+
+@njit(cache=True, error_model="numpy")
+def _kth(gs, T, size, k):
+    """Group holding the k-th present row (1-based) in sorted order."""
+    node = 1
+    while node < size:
+        if T[2 * node, 0] >= k:
+            node = 2 * node
+        else:
+            k -= T[2 * node, 0]
+            node = 2 * node + 1
+    g = (node - size) * _BLOCK
+    while gs[g, 0] < k:
+        k -= gs[g, 0]
+        g += 1
+    return g
+
+
+@njit(cache=True, error_model="numpy")
+def _absorb_group(gs, g, pa, pb, off, hi_mx, lo_mn):
+    for k in range(off.size):
+        off[k] += gs[g, 1 + k]
+    for q in range(pa.size):
+        d = off[pa[q]] - off[pb[q]]
+        hi_mx[q] = max(hi_mx[q], d)
+        lo_mn[q] = min(lo_mn[q], d)
+
+
+@njit(cache=True, error_model="numpy")
+def _absorb_node(T, v, pa, pb, off, hi_mx, lo_mn):
+    K, P = off.size, pa.size
+    for q in range(P):
+        base = off[pa[q]] - off[pb[q]]
+        hi_mx[q] = max(hi_mx[q], base + T[v, 1 + K + q])
+        lo_mn[q] = min(lo_mn[q], base + T[v, 1 + K + 2 * P + q])
+    for k in range(K):
+        off[k] += T[v, 1 + k]
+
+
+@njit(cache=True, error_model="numpy")
+def _stump_value(gs, T, size, min_leaf, bar, pa, pb, off, hi_mx, lo_mn, stack):
+    """Best depth-1 total reward of the rows in the tree (leaf or any allowed split), or any
+    value not above ``bar`` when the best is not above ``bar``."""
+    K, P = off.size, pa.size
+    m = T[1, 0]
+    best = T[1, 1]
+    for k in range(1, K):
+        best = max(best, T[1, 1 + k])
+    # The extreme prefix sums over all groups decide unless one sits strictly inside the first
+    # or last ``min_leaf - 1`` rows (a prefix over 0 or all m rows is a leaf value); in any case
+    # they bound the best allowed split from above.
+    direct, decided = best, True
+    for q in range(P):
+        for c in (1 + K + q, 1 + K + 2 * P + q):
+            rows = T[1, c + P]
+            decided &= not (0 < rows < m and (rows < min_leaf or rows > m - min_leaf))
+        direct = max(direct, T[1, 1 + pb[q]] + T[1, 1 + K + q],
+                     T[1, 1 + pa[q]] - T[1, 1 + K + 2 * P + q])
+    if decided or direct <= bar:
+        return direct
+    if m < 2 * min_leaf:
+        return best
+    lo = _kth(gs, T, size, min_leaf)
+    hi = _kth(gs, T, size, m - min_leaf + 1) - 1
+    if lo > hi:
+        return best
+    blo, bhi = lo // _BLOCK, hi // _BLOCK
+    off[:] = 0.0  # reward sums before group lo
+    node, a, b = 1, 0, size
+    while node < size:
+        mid = (a + b) // 2
+        if blo >= mid:
+            for k in range(K):
+                off[k] += T[2 * node, 1 + k]
+            node, a = 2 * node + 1, mid
+        else:
+            node, b = 2 * node, mid
+    for g in range(blo * _BLOCK, lo):
+        for k in range(K):
+            off[k] += gs[g, 1 + k]
+    hi_mx[:] = -np.inf
+    lo_mn[:] = np.inf
+    for g in range(lo, min(hi + 1, (blo + 1) * _BLOCK)):
+        _absorb_group(gs, g, pa, pb, off, hi_mx, lo_mn)
+    if bhi > blo:
+        ns = 0
+        l, r = blo + 1 + size, bhi + size
+        while l < r:  # canonical nodes of blocks blo+1 .. bhi-1, absorbed left to right
+            if l & 1:
+                _absorb_node(T, l, pa, pb, off, hi_mx, lo_mn)
+                l += 1
+            if r & 1:
+                r -= 1
+                stack[ns] = r
+                ns += 1
+            l //= 2
+            r //= 2
+        for t in range(ns - 1, -1, -1):
+            _absorb_node(T, stack[t], pa, pb, off, hi_mx, lo_mn)
+        for g in range(bhi * _BLOCK, hi + 1):
+            _absorb_group(gs, g, pa, pb, off, hi_mx, lo_mn)
+    for q in range(P):
+        best = max(best, T[1, 1 + pb[q]] + hi_mx[q], T[1, 1 + pa[q]] - lo_mn[q])
+    return best
+
+
+@njit(cache=True, error_model="numpy")
+def _scan_children(group, gamma, n_groups, cut, min_leaf, pa, pb, left, right):
+    """Raise ``left[i]`` / ``right[i]`` to the best depth-1 reward of the left / right child
+    of every allowed root split point i (rows ``0..i`` of the root order on the left) using
+    splits on one child feature. ``group`` and ``gamma`` are in root order; ``group`` is each
+    row's rank among the child feature's distinct values."""
+    n, K = gamma.shape
+    size = 1
+    while size * _BLOCK < n_groups:
+        size *= 2
+    off, hi_mx, lo_mn = np.empty(K), np.empty(pa.size), np.empty(pa.size)
+    stack = np.empty(64, dtype=np.int64)
+    for side in range(2):
+        gs = np.zeros((n_groups, 1 + K))
+        T = np.zeros((2 * size, 1 + K + 4 * pa.size))
+        for step in range(n):
+            i = step if side == 0 else n - 1 - step
+            _insert(group[i], gamma[i], gs, T, size, pa, pb)
+            if side == 0 and cut[i]:
+                left[i] = max(left[i], _stump_value(gs, T, size, min_leaf, left[i], pa, pb, off,
+                                                    hi_mx, lo_mn, stack))
+            elif side == 1 and i > 0 and cut[i - 1]:
+                right[i - 1] = max(right[i - 1], _stump_value(gs, T, size, min_leaf, right[i - 1],
+                                                              pa, pb, off, hi_mx, lo_mn, stack))
+
+
+def _best_depth2(X, gamma, min_leaf):
+    """Best root split (feature, threshold, total reward) over every split point, or None."""
+    n, p = X.shape
+    K = gamma.shape[1]
+    pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(K, 1))
+    groups = [np.unique(X[:, j], return_inverse=True) for j in range(p)]
+    group = [inv.astype(np.int64).ravel() for _, inv in groups]
+    sizes = np.arange(1, n + 1)
+    best = None
+    for j in range(p):
+        order = np.argsort(X[:, j], kind="stable").astype(np.int64)
+        xs = X[order, j]
+        cut = np.zeros(n, dtype=np.bool_)
+        cut[:-1] = (xs[:-1] < xs[1:]) & (sizes[:-1] >= min_leaf) & (n - sizes[:-1] >= min_leaf)
+        if not cut.any():
+            continue
+        left, right = np.full(n, -np.inf), np.full(n, -np.inf)
+        g_sorted = np.ascontiguousarray(gamma[order])
+        for j2 in range(p):
+            _scan_children(group[j2][order], g_sorted, groups[j2][0].size, cut, min_leaf, pa,
+                           pb, left, right)
+        total = np.where(cut, left + right, -np.inf)
+        i = int(np.argmax(total))
+        if best is None or _rel_better(total[i], best[2]):
+            best = (j, float(0.5 * (xs[i] + xs[i + 1])), float(total[i]))
+    return best
+
+
+def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5):
+    """Best tree of the given depth for the reward matrix ``gamma`` (exact search).
 
     Parameters
     ----------
@@ -97,8 +303,6 @@ def fit_policy_tree(X, gamma, *, depth=2, n_thresholds=32, min_samples_leaf=5):
     gamma : ndarray of shape (n, K)
         Reward of each arm for each row; the tree maximises the sum of the chosen entries.
     depth : {1, 2}
-    n_thresholds : int
-        Root split points tried per feature at depth 2.
     min_samples_leaf : int
         Minimum rows in every leaf.
 
@@ -106,37 +310,26 @@ def fit_policy_tree(X, gamma, *, depth=2, n_thresholds=32, min_samples_leaf=5):
     -------
     (tree, value) : dict, float
         The tree (nested dicts with ``feature``/``threshold``/``left``/``right`` or ``action``)
-        and its mean reward :math:`n^{-1}\\sum_r \\Gamma_{r,\\pi(X_r)}`.
+        and its mean reward :math:`n^{-1}\\sum_r \\Gamma_{r,\\pi(X_r)}`. A split is kept only
+        when it strictly improves on the shallower tree; thresholds are midpoints between
+        consecutive distinct values.
     """
     if depth not in (1, 2):
         raise ValueError(f"depth must be 1 or 2; got {depth!r}")
-    X = np.asarray(X, dtype=float)
-    gamma = np.asarray(gamma, dtype=float)
+    X = np.ascontiguousarray(X, dtype=float)
+    gamma = np.ascontiguousarray(gamma, dtype=float)
     n = X.shape[0]
-    orders = [np.argsort(X[:, j], kind="stable") for j in range(X.shape[1])]
-    all_rows = np.ones((1, n), dtype=bool)
-    value, nodes = _stumps(X, gamma, orders, all_rows, min_samples_leaf)
-    best_val, best_tree = value[0], nodes[0]
+    tree, value = _best_stump(X, gamma, min_samples_leaf)
     if depth == 2:
-        for j in range(X.shape[1]):
-            cuts = _root_candidates(X[:, j], n_thresholds)
-            if cuts.size == 0:
-                continue
-            left = X[:, j][None, :] <= cuts[:, None]
-            sizes = left.sum(axis=1)
-            keep = (sizes >= min_samples_leaf) & (n - sizes >= min_samples_leaf)
-            if not keep.any():
-                continue
-            cuts, left = cuts[keep], left[keep]
-            vals, kids = _stumps(X, gamma, orders, np.vstack([left, ~left]), min_samples_leaf)
-            q = cuts.size
-            total = vals[:q] + vals[q:]
-            i = int(np.argmax(total))
-            if total[i] > best_val + 1e-12 * max(1.0, abs(best_val)):
-                best_val = total[i]
-                best_tree = {"feature": j, "threshold": float(cuts[i]), "left": kids[i],
-                             "right": kids[q + i]}
-    return best_tree, float(best_val / n)
+        root = _best_depth2(X, gamma, min_samples_leaf)
+        if root is not None and _rel_better(root[2], value):
+            j, threshold, _ = root
+            go_left = X[:, j] <= threshold
+            left, v_left = _best_stump(X[go_left], gamma[go_left], min_samples_leaf)
+            right, v_right = _best_stump(X[~go_left], gamma[~go_left], min_samples_leaf)
+            tree = {"feature": j, "threshold": threshold, "left": left, "right": right}
+            value = v_left + v_right
+    return tree, float(value / n)
 
 
 def predict_tree(tree, X):
@@ -154,3 +347,33 @@ def predict_tree(tree, X):
 
     visit(tree, np.arange(X.shape[0]))
     return out
+
+
+def export_text(tree, feature_names, arm_names, *, decimals=3):
+    """Indented text rendering of ``tree`` (one line per node, as ``sklearn.tree.export_text``).
+
+    Parameters
+    ----------
+    tree : dict
+        A tree from :func:`fit_policy_tree`.
+    feature_names : sequence of str
+        Name of each column of ``X``.
+    arm_names : sequence
+        Label of each arm (index ``action``).
+    decimals : int
+        Digits of the thresholds.
+    """
+    lines = []
+
+    def visit(node, indent):
+        if "action" in node:
+            lines.append(f"{'|   ' * indent}|--- treat: {arm_names[node['action']]}")
+            return
+        name, thr = feature_names[node["feature"]], round(node["threshold"], decimals)
+        lines.append(f"{'|   ' * indent}|--- {name} <= {thr}")
+        visit(node["left"], indent + 1)
+        lines.append(f"{'|   ' * indent}|--- {name} >  {thr}")
+        visit(node["right"], indent + 1)
+
+    visit(tree, 0)
+    return "\n".join(lines)
