@@ -121,11 +121,14 @@ def test_bad_parameters(sample):
 
 def test_plugs_into_other_estimators(sample):
     net = BalanceNet(random_state=1, **SMALL)
-    for est in (SequentialRegression(outcome_model=net), SeqMSM(outcome_model=net),
-                MonotoneAIPW(outcome_model=net, cv=2, random_state=0)):
-        # influence-function SE: SeqMSM's default bootstrap would refit the networks 200 times
-        res = est.fit(**_roles(sample)).estimate(inference="influence")
-        assert np.isfinite(res.value) and res.std_error > 0
+    for est in (SequentialRegression(outcome_model=net), SeqMSM(outcome_model=net)):
+        # a network plug-in has no influence-function SE: bootstrap only
+        assert est._inferences == ("bootstrap",) == (est._default_inference,)
+        assert np.isfinite(est.fit(**_roles(sample)).ate_)
+    res = MonotoneAIPW(outcome_model=net, cv=2, random_state=0).fit(**_roles(sample)).estimate(
+        inference="influence")
+    assert np.isfinite(res.value) and res.std_error > 0
+    assert BalanceNet._inferences == ("bootstrap",)
     # the chain of SequentialRegression with BalanceNet stages is BalanceNet itself
     alone = BalanceNet(random_state=1, **SMALL).fit(**_roles(sample))
     chained = SequentialRegression(outcome_model=BalanceNet(**SMALL),

@@ -10,6 +10,7 @@ arrays, or ``fit(df, y="y", treatment="treat", short=["s1", "s2"])`` on a DataFr
 * :class:`SequentialRegression` - backward nested regression imputation;
 * :class:`SeqMSM` - stage-wise weighted regressions (marginal structural model);
 * :class:`MonotoneAIPW` - cross-fitted doubly robust estimator with influence-function SE;
+* :class:`SequentialTMLE` - longitudinal TMLE (targeted sequential regression, doubly robust);
 * :class:`BalanceNet` - balanced-representation networks (torch, imported lazily);
 * baselines :class:`CompleteCase`, :class:`NaiveIPW`.
 
@@ -25,8 +26,10 @@ from causalkit.longterm.dgp import LinearGaussianDesign
 from causalkit.longterm.ipw import SequentialIPW
 from causalkit.longterm.msm import SeqMSM
 from causalkit.longterm.regression import SequentialRegression
+from causalkit.longterm.tmle import SequentialTMLE
 
-__all__ = ["SequentialIPW", "SequentialRegression", "SeqMSM", "MonotoneAIPW", "BalanceNet",
+__all__ = ["SequentialIPW", "SequentialRegression", "SeqMSM", "MonotoneAIPW", "SequentialTMLE",
+           "BalanceNet",
            "CompleteCase", "NaiveIPW", "LinearGaussianDesign", "MonotoneData",
            "check_monotone_data", "ESTIMATORS"]
 
@@ -37,6 +40,7 @@ ESTIMATORS = {
     "regression": SequentialRegression,
     "msm": SeqMSM,
     "aipw": MonotoneAIPW,
+    "tmle": SequentialTMLE,
     "complete-case": CompleteCase,
     "naive-ipw": NaiveIPW,
 }

@@ -17,8 +17,9 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from sklearn.dummy import DummyClassifier, DummyRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression
-from sklearn.pipeline import make_pipeline
+from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from causalkit._validation import child_seed, seed_int
@@ -26,8 +27,8 @@ from causalkit.exceptions import OverlapWarning
 from causalkit.longterm._data import MonotoneData
 from causalkit.nuisance import clip_probabilities, fit_clone, predict_positive_proba, seeded
 
-__all__ = ["default_classifier", "default_regressor", "fit_propensity", "SelectionModel",
-           "OutcomeChain", "PerArmStage", "as_stage_learner", "cumulative_scores",
+__all__ = ["is_parametric", "default_classifier", "default_regressor", "fit_propensity",
+           "SelectionModel", "OutcomeChain", "PerArmStage", "as_stage_learner", "cumulative_scores",
            "effective_sample_size", "ess_table"]
 
 _MODES = ("impute_missing", "replace_all")
@@ -47,6 +48,20 @@ def default_regressor():
     below ``tol = 1e-6`` times the largest as zero, which one column in large units (dollars
     beside indicators) triggers on the raw design."""
     return make_pipeline(StandardScaler(), LinearRegression())
+
+
+def is_parametric(model) -> bool:
+    """Whether a nuisance model is a fixed-dimension parametric fit: ``None`` (the defaults),
+    ``LinearRegression``, ``LogisticRegression``, a dummy (constant) model, or a Pipeline of
+    ``StandardScaler`` steps ending in one of them. Such fits may be evaluated on the units
+    they were fitted on (no cross-fitting needed: their classes are Donsker)."""
+    if model is None:
+        return True
+    if isinstance(model, Pipeline):
+        steps = [step for _, step in model.steps]
+        return all(isinstance(s, StandardScaler) for s in steps[:-1]) and is_parametric(steps[-1])
+    return isinstance(model, (LinearRegression, LogisticRegression, DummyClassifier,
+                              DummyRegressor))
 
 
 def check_bounds(bounds, name: str) -> tuple[float, float]:
@@ -238,7 +253,10 @@ class OutcomeChain:
     * ``"replace_all"``: ``Y~^(t) = m_{t+1}(H_{t+1})`` (plain iterated conditional expectation).
 
     Both identify ``m_t`` under sequential missingness. ``weights(k, rows)`` (optional) returns
-    per-row sample weights for stage ``k``'s regression (the marginal structural model).
+    per-row sample weights for stage ``k``'s regression (the marginal structural model);
+    ``update(k, rows, y, labeled, stage)`` (optional) returns the stage model that replaces the
+    fitted one before it builds the next target (the targeting step of
+    :class:`~causalkit.longterm.SequentialTMLE`).
 
     ``model`` is a regressor or a stage learner (see :func:`as_stage_learner`); with
     ``random_state`` (a ``SeedSequence``) each stage's learner gets its own seed, child ``k``.
@@ -254,7 +272,7 @@ class OutcomeChain:
         seed = None if self.random_state is None else seed_int(child_seed(self.random_state, k))
         return as_stage_learner(self.model, seed)
 
-    def fit(self, data: MonotoneData, weights=None) -> OutcomeChain:
+    def fit(self, data: MonotoneData, weights=None, update=None) -> OutcomeChain:
         T = data.n_stages
         target = data.Z[:, T - 1].copy()
         self.stages_ = [None] * T
@@ -265,6 +283,8 @@ class OutcomeChain:
             y = np.where(labeled, target[rows], np.nan)
             w = None if weights is None else weights(k, rows)
             stage = self._learner(k).fit_stage(H, data.a[rows], y, labeled, sample_weight=w)
+            if update is not None:
+                stage = update(k, rows, y, labeled, stage)
             self.stages_[k] = stage
             if k > 0:
                 pred = stage.predict(H, data.a[rows])

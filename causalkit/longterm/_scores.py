@@ -31,19 +31,23 @@ from causalkit.longterm._models import cumulative_scores
 __all__ = ["inverse_weights", "aipw_components", "combine_aipw", "aipw_scores"]
 
 
-def inverse_weights(data: MonotoneData, e1: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """``W[:, t] = 1 / (e_A(X) r_t(H_t))`` for the responders of stage ``t``; NaN elsewhere."""
+def inverse_weights(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
+                    cap: float = np.inf) -> np.ndarray:
+    """``W[:, t] = min(1 / (e_A(X) r_t(H_t)), cap)`` for the responders of stage ``t``; NaN
+    elsewhere. ``cap`` bounds the cumulative weight (``ltmle``'s ``gbounds`` on the cumulative
+    probability ``e_A r_t``, whose default lower bound 0.01 is a cap of 100)."""
     e_own = np.where(data.a == 1, e1, 1.0 - e1)
     r = cumulative_scores(lam)
-    return np.where(data.R == 1, 1.0 / (e_own[:, None] * r), np.nan)
+    return np.where(data.R == 1, np.minimum(1.0 / (e_own[:, None] * r), cap), np.nan)
 
 
-def aipw_components(data: MonotoneData, e1: np.ndarray, lam: np.ndarray, chain):
+def aipw_components(data: MonotoneData, e1: np.ndarray, lam: np.ndarray, chain,
+                    cap: float = np.inf):
     """``(m_first, W, D)`` of the module docstring: ``m_first`` (n, 2) holds ``m_1(X, a)``,
-    ``W`` and ``D`` (n, T, 2) the stage weights ``W_{at}`` and residuals ``D_{at}`` (zero where
-    a unit is not a stage-``t`` responder of arm ``a``)."""
+    ``W`` and ``D`` (n, T, 2) the stage weights ``W_{at}`` (capped at ``cap``) and residuals
+    ``D_{at}`` (zero where a unit is not a stage-``t`` responder of arm ``a``)."""
     T = data.n_stages
-    W_all = inverse_weights(data, e1, lam)
+    W_all = inverse_weights(data, e1, lam, cap)
     m_first = np.empty((data.n, 2))
     W = np.zeros((data.n, T, 2))
     D = np.zeros((data.n, T, 2))
@@ -76,6 +80,8 @@ def combine_aipw(m_first: np.ndarray, W: np.ndarray, D: np.ndarray,
     return m_first + np.sum(b + W * (D - b) / scale, axis=1)
 
 
-def aipw_scores(data: MonotoneData, e1: np.ndarray, lam: np.ndarray, chain) -> np.ndarray:
-    """Uncentred scores ``(phi_0, phi_1)`` (n, 2) in the plain form (module docstring)."""
-    return combine_aipw(*aipw_components(data, e1, lam, chain))
+def aipw_scores(data: MonotoneData, e1: np.ndarray, lam: np.ndarray, chain,
+                cap: float = np.inf) -> np.ndarray:
+    """Uncentred scores ``(phi_0, phi_1)`` (n, 2) in the plain form (module docstring), with
+    the weights capped at ``cap``."""
+    return combine_aipw(*aipw_components(data, e1, lam, chain, cap))

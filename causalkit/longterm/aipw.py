@@ -9,7 +9,13 @@ import numpy as np
 from causalkit._validation import check_positive_int, child_seed
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
-from causalkit.longterm._models import OutcomeChain, check_mode, default_regressor, ess_table
+from causalkit.longterm._models import (
+    OutcomeChain,
+    check_mode,
+    default_regressor,
+    ess_table,
+    is_parametric,
+)
 from causalkit.longterm._scores import aipw_components, combine_aipw
 from causalkit.nuisance import fit_clone, make_folds
 
@@ -17,7 +23,7 @@ __all__ = ["MonotoneAIPW"]
 
 
 class MonotoneAIPW(MonotoneEstimator):
-    """Cross-fitted augmented IPW (sequentially doubly robust) estimator of the long-term ATE.
+    """Augmented IPW (sequentially doubly robust) estimator of the long-term ATE.
 
     .. math::
 
@@ -26,12 +32,14 @@ class MonotoneAIPW(MonotoneEstimator):
         m_{T+1} = Y,
 
     :math:`\\hat\\tau = n^{-1}\\sum_i (\\hat\\varphi_{1i} - \\hat\\varphi_{0i})`, with standard
-    error :math:`sd(\\hat\\varphi_1 - \\hat\\varphi_0)/\\sqrt n`. Every nuisance (propensity,
-    continuation probabilities, the whole outcome chain) is fitted on the other ``cv - 1`` folds
-    of each unit (Chernozhukov et al. 2018). The estimator is consistent if, at every stage,
-    either the outcome chain from that stage on or the propensity and continuation models up to
-    it are correct (Robins, Rotnitzky & Zhao 1995; Tsiatis 2006, ch. 10; Luedtke et al. 2017,
-    arXiv:1705.02459). ``effect`` is the DR-learner: ``cate_model`` regresses
+    error :math:`sd(\\hat\\varphi_1 - \\hat\\varphi_0)/\\sqrt n`. With parametric nuisance models
+    (the default) every nuisance is fitted on the whole sample; with flexible learners every
+    nuisance (propensity, continuation probabilities, the whole outcome chain) is fitted on the
+    other ``cv - 1`` folds of each unit (Chernozhukov et al. 2018; see ``cv``). The estimator
+    is consistent if, at every stage, either the outcome chain from that stage on or the
+    propensity and continuation models up to it are correct (Robins, Rotnitzky & Zhao 1995;
+    Tsiatis 2006, ch. 10; Luedtke et al. 2017, arXiv:1705.02459). ``effect`` is the
+    DR-learner: ``cate_model`` regresses
     ``phi_1 - phi_0`` on ``X`` (Kennedy 2023, *EJS* 17(2)). With ``T = 1`` it is the usual AIPW
     for a missing-at-random outcome.
 
@@ -63,10 +71,15 @@ class MonotoneAIPW(MonotoneEstimator):
         Outcome-chain variant (see :class:`SequentialRegression`).
     normalize : bool
         Ratio (Hajek) form of the stage corrections, or the plain sum (default).
-    cv : int, scikit-learn splitter or precomputed folds
+    cv : "auto", int, scikit-learn splitter or precomputed folds
         Cross-fitting folds (see :func:`causalkit.nuisance.make_folds`; an int is stratified on
         treatment and complete-case status); ``cv=1`` fits and evaluates every nuisance on the
-        full sample.
+        full sample. ``"auto"`` (default): ``1`` when every nuisance model is parametric
+        (:func:`~causalkit.longterm._models.is_parametric`: the defaults, linear or logistic
+        regressions), else ``5``. Out-of-fold parametric weights are noisier and too large on
+        average (Jensen's inequality): in the linear design at 40% drop-out per stage,
+        n = 1000, the SD was 0.80 with ``cv=5`` against 0.38 in-sample and 0.27 for
+        :class:`SequentialRegression` (100 replications, seeds 850000-850099).
     propensity_clip, selection_floor, cate_model, ess_warning
         As in :class:`SequentialIPW`.
     random_state : None, int or SeedSequence
@@ -87,7 +100,7 @@ class MonotoneAIPW(MonotoneEstimator):
                        "selection_model": "classifier", "cate_model": "regressor"}
 
     def __init__(self, outcome_model=None, propensity_model=None, selection_model=None,
-                 mode="impute_missing", normalize=False, cv=5, propensity_clip=(0.01, 0.99),
+                 mode="impute_missing", normalize=False, cv="auto", propensity_clip=(0.01, 0.99),
                  selection_floor=0.01, cate_model=None, ess_warning=0.1, random_state=None):
         self.outcome_model = outcome_model
         self.propensity_model = propensity_model
@@ -104,16 +117,21 @@ class MonotoneAIPW(MonotoneEstimator):
     def _folds(self, data: MonotoneData):
         """``cv=1``: one in-sample "fold"; otherwise :func:`causalkit.nuisance.make_folds`
         stratified on treatment x complete-case status (on treatment alone when a level of
-        the former has fewer than ``cv`` units)."""
-        as_int = isinstance(self.cv, numbers.Integral) and not isinstance(self.cv, bool)
-        if as_int and check_positive_int(self.cv, "cv", minimum=1) == 1:
+        the former has fewer than ``cv`` units); ``"auto"`` resolved as documented."""
+        cv = self.cv
+        if isinstance(cv, str) and cv == "auto":
+            parametric = all(is_parametric(m) for m in
+                             (self.outcome_model, self.propensity_model, self.selection_model))
+            cv = 1 if parametric else 5
+        as_int = isinstance(cv, numbers.Integral) and not isinstance(cv, bool)
+        if as_int and check_positive_int(cv, "cv", minimum=1) == 1:
             everyone = np.arange(data.n)
             return [(everyone, everyone)]
         strata = 2 * data.a + data.R[:, -1]
         if as_int and np.unique(strata).size > 1 \
-                and np.bincount(strata).min(initial=data.n) < self.cv:
+                and np.bincount(strata).min(initial=data.n) < cv:
             strata = data.a
-        return make_folds(self.cv, data.n, stratify=strata, random_state=self.seed_for("folds"))
+        return make_folds(cv, data.n, stratify=strata, random_state=self.seed_for("folds"))
 
     def _fit(self, data: MonotoneData):
         mode = check_mode(self.mode)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from causalkit.exceptions import CausalkitWarning
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import default_regressor, ess_table
@@ -11,6 +14,12 @@ from causalkit.longterm._scores import inverse_weights
 from causalkit.nuisance import fit_clone
 
 __all__ = ["SequentialIPW"]
+
+#: The unnormalised form warns when ``|mean(Y)| > LOCATION_RATIO * sd(Y)`` among the complete
+#: cases. Its score is ``w (Y - mu) + w mu``: the second term adds ``mu^2 Var(w)`` to the
+#: variance and exceeds the first (``sigma^2 E[w^2]``-sized) once ``|mu| > sigma``; a closed-form
+#: threshold, not tuned on data.
+LOCATION_RATIO = 1.0
 
 
 class SequentialIPW(MonotoneEstimator):
@@ -35,7 +44,14 @@ class SequentialIPW(MonotoneEstimator):
     selection_model : sklearn classifier, optional
         Cloned per stage for ``lambda_t``; a stage without drop-out gets ``lambda_t = 1``.
     normalize : bool
-        Hajek (self-normalised) weights.
+        Hajek (self-normalised) weights (``True``) or the unnormalised Horvitz-Thompson form
+        (``False``, the default). The unnormalised form is unbiased when the weights are right
+        but not location-equivariant: its variance grows with ``mean(Y)^2 Var(w)``, so it warns
+        (``CausalkitWarning``) when ``|mean(Y)|`` exceeds the outcome's SD among the complete
+        cases (:data:`LOCATION_RATIO`; an outcome around 150 gave -0.91, SE 10.98, against a
+        truth of -5.32, where the Hajek form gave -4.90, SE 0.61). The Hajek form is
+        location-equivariant but has an O(1/n) ratio bias that heavy weights magnify (-0.082
+        +/- 0.027 with true weights at 40% drop-out per stage, n = 1000).
     propensity_clip : (float, float)
         Bounds for the propensity.
     selection_floor : float
@@ -96,6 +112,8 @@ class SequentialIPW(MonotoneEstimator):
         y = np.nan_to_num(data.Z[:, -1])
         phi = np.empty((data.n, 2))
         mu = np.empty(2)
+        if not self.normalize:
+            _warn_location(data.Z[data.R[:, -1] == 1, -1])
         for arm in (0, 1):
             w = np.where(data.a == arm, w_last, 0.0)
             if self.normalize:
@@ -121,3 +139,12 @@ class SequentialIPW(MonotoneEstimator):
         last = self.ess_[self.ess_["stage"] == self.ess_["stage"].max()]
         return {**super()._details(), "min_ess_final_stage": float(last["ess"].min()),
                 "n_clipped": int(self.n_clipped_.sum())}
+
+
+def _warn_location(y: np.ndarray) -> None:
+    """Warn when the unnormalised form is fragile: ``|mean(y)| > LOCATION_RATIO * sd(y)``."""
+    if y.size > 1 and abs(y.mean()) > LOCATION_RATIO * y.std():
+        warnings.warn(f"SequentialIPW(normalize=False): the outcome's mean ({y.mean():.3g}) is "
+                      f"large relative to its SD ({y.std():.3g}), which inflates the variance "
+                      "of the unnormalised estimator; use normalize=True (Hajek) or centre "
+                      "the outcome", CausalkitWarning, stacklevel=4)

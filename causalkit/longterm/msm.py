@@ -30,35 +30,49 @@ class SeqMSM(SequentialRegression):
     irrelevant, so none are offered. The weighted losses are dominated by a few units when
     drop-out is heavy: that is the high variance BalanceNet targets.
 
-    Inference defaults to the bootstrap: the weighted fits are less efficient than the
-    unweighted chain, so the efficient-influence-function SE (``inference="influence"``)
-    understates their variance (measured coverage 0.84 at 40% drop-out per stage in the
-    linear-Gaussian study, 0.65-0.75 in the IHDP study).
+    Inference defaults to the bootstrap. ``inference="influence"`` gives the stacked
+    estimating-equation sandwich of the weighted chain (:mod:`causalkit.longterm._sandwich`)
+    with the weights treated as known (the term from estimating them vanishes asymptotically
+    when the stage regressions are correctly specified), but with heavy weights it is too
+    short in finite samples: SE/SD 0.75 and coverage 0.85 (MC SE 0.025) at 40% drop-out per
+    stage, n = 1000, 200 replications of the linear design (seeds 900000-900199). Other
+    outcome models get the bootstrap only (see :class:`SequentialRegression`).
 
     Parameters
     ----------
     outcome_model : regressor accepting ``sample_weight`` (default OLS) or a stage learner
     weights : {"cumulative", "stagewise"}
-    mode, propensity_model, selection_model, propensity_clip, selection_floor, random_state
-        As in :class:`SequentialRegression` (here the probability models also build the weights;
-        ``random_state`` also seeds the default bootstrap).
+    mode, random_state
+        As in :class:`SequentialRegression`.
+    propensity_model, selection_model, propensity_clip, selection_floor
+        The probability models of the weights and their truncation (see
+        :class:`SequentialIPW`).
+
+    Attributes
+    ----------
+    As :class:`SequentialRegression`, plus ``n_clipped_``, ``propensity_model_`` and
+    ``selection_model_``.
     """
 
     _label = "Sequential MSM"
     _default_inference = "bootstrap"
+    _nuisance_slots = {"outcome_model": "regressor", "propensity_model": "classifier",
+                       "selection_model": "classifier"}
 
     def __init__(self, outcome_model=None, weights="cumulative", mode="impute_missing",
                  propensity_model=None, selection_model=None, propensity_clip=(0.01, 0.99),
                  selection_floor=0.01, random_state=None):
-        super().__init__(outcome_model=outcome_model, mode=mode,
-                         propensity_model=propensity_model, selection_model=selection_model,
-                         propensity_clip=propensity_clip, selection_floor=selection_floor,
-                         random_state=random_state)
+        super().__init__(outcome_model=outcome_model, mode=mode, random_state=random_state)
         self.weights = weights
+        self.propensity_model = propensity_model
+        self.selection_model = selection_model
+        self.propensity_clip = propensity_clip
+        self.selection_floor = selection_floor
 
-    def _chain_weights(self, data, e1, lam):
+    def _chain_weights(self, data):
         if self.weights not in _WEIGHTS:
             raise ValueError(f"weights must be one of {_WEIGHTS}; got {self.weights!r}")
+        e1, lam, self.n_clipped_ = self._nuisance_probabilities(data)
         e_own = np.where(data.a == 1, e1, 1.0 - e1)
         if self.weights == "cumulative":
             stage_w = 1.0 / (e_own[:, None] * cumulative_scores(lam))

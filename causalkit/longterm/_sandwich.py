@@ -1,0 +1,153 @@
+"""Stacked estimating-equation (sandwich) influence functions of the least-squares outcome chain.
+
+For arm ``a`` the sequential regression estimator solves, stage by stage backwards, the
+(weighted) least-squares equations and then the mean equation
+
+.. math::
+
+    \\psi_t(\\beta_t, \\beta_{t+1}) &= I(A = a) R_t w_t \\tilde H_t
+        \\{\\tilde Y_t(\\beta_{t+1}) - \\tilde H_t^\\top \\beta_t\\}, \\qquad t = T, \\dots, 1,\\\\
+    \\psi_\\mu &= \\tilde H_1(a)^\\top \\beta_1 - \\mu_a,
+
+where ``H~_t = (1, H_t)``, ``Y~_T = Y`` and, below ``T``, ``Y~_t = Y~_{t+1}`` when
+``R_{t+1} = 1`` and ``H~_{t+1}' beta_{t+1}`` otherwise (``"impute_missing"``) or
+``H~_{t+1}' beta_{t+1}`` always (``"replace_all"``). The system is block-triangular, so the
+M-estimation sandwich ``A^{-1} B A^{-T}`` (Stefanski & Boos 2002, *Amer. Statist.* 56(1))
+reduces to the backward recursion of influence functions
+
+.. math::
+
+    \\mathrm{IF}_{\\beta_t} = M_t^{-1}\\{\\psi_t + C_t\\, \\mathrm{IF}_{\\beta_{t+1}}\\}, \\quad
+    M_t = P_n[I(A=a) R_t w_t \\tilde H_t \\tilde H_t^\\top], \\quad
+    C_t = P_n[I(A=a) R_t w_t\\, d_t\\, \\tilde H_t \\tilde H_{t+1}^\\top],
+
+with ``d_t = 1 - R_{t+1}`` (``"impute_missing"``) or ``1`` (``"replace_all"``), and
+``IF_mu = m_1(X, a) - mu_a + P_n[H~_1]' IF_beta_1``. For one stage ``M^{-1} psi`` is the
+HC0 (White 1980) influence of ``beta``. Weights ``w_t`` (the marginal structural model) are
+treated as known: the term from estimating them is ``P_n[I R_t H~_t (Y~_t - H~_t' beta_t)
+dw_t/dgamma]``, which vanishes in the limit when the stage regressions are correctly specified
+(then the residual has mean zero given ``H_t``), so the sandwich is then first-order exact.
+Columns are centred and scaled (the fitted values of least squares do not depend on it) and the
+aliased ones dropped with :func:`causalkit._linalg.independent_columns`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.dummy import DummyRegressor
+from sklearn.linear_model import LinearRegression
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+from causalkit._linalg import independent_columns
+from causalkit.longterm._data import MonotoneData
+
+__all__ = ["ols_influence", "chain_influence", "least_squares_kind"]
+
+
+class _Design:
+    """``H -> (1, (H - center) / scale)[:, keep]``, learnt on the rows a stage is fitted on
+    (``keep = [0]``, the intercept alone, for a mean-only model)."""
+
+    def __init__(self, H: np.ndarray, intercept_only: bool = False):
+        self.center = H.mean(axis=0)
+        scale = H.std(axis=0)
+        self.scale = np.where(scale > 0, scale, 1.0)
+        self.keep = np.array([0]) if intercept_only else independent_columns(self._full(H))
+
+    def _full(self, H):
+        return np.column_stack([np.ones(H.shape[0]), (H - self.center) / self.scale])
+
+    def __call__(self, H: np.ndarray) -> np.ndarray:
+        return self._full(H)[:, self.keep]
+
+
+def ols_influence(design: np.ndarray, residual: np.ndarray, weight: np.ndarray,
+                  rows: np.ndarray, extra: np.ndarray | None = None) -> np.ndarray:
+    """Influence of (weighted) least-squares coefficients: ``M^{-1} (I_i w_i h_i e_i +
+    extra_i)`` with ``M = sum_{i in rows} w_i h_i h_i' / n`` (module docstring).
+
+    With ``extra=None``, ``sum_i IF_i IF_i' / n^2`` is White's (1980, *Econometrica* 48(4))
+    HC0 covariance of the coefficients.
+
+    Parameters
+    ----------
+    design : ndarray (m, p)
+        Design rows of the fitted units.
+    residual, weight : ndarray (m,)
+        Their residuals and weights.
+    rows : ndarray of bool (n,)
+        Which of the ``n`` units were fitted (``m`` of them).
+    extra : ndarray (n, p), optional
+        Further terms of the linearised estimating equation (the later stages of a chain).
+
+    Returns
+    -------
+    ndarray (n, p)
+    """
+    n = rows.size
+    score = np.zeros((n, design.shape[1])) if extra is None else extra.copy()
+    score[rows] += design * (weight * residual)[:, None]
+    bread = design.T @ (design * weight[:, None]) / n
+    return np.linalg.solve(bread, score.T).T
+
+
+def chain_influence(data: MonotoneData, chain, mode: str, weights=None) -> np.ndarray:
+    """Influence functions ``(IF_mu_0, IF_mu_1)`` (n, 2) of the arm means of a fitted
+    least-squares outcome chain (module docstring).
+
+    ``chain`` is a fitted :class:`~causalkit.longterm._models.OutcomeChain` whose stages are
+    least squares per arm (:func:`least_squares_kind` of its model not None);
+    ``weights(k, rows)`` the stage weights it was fitted with (or None).
+    """
+    intercept_only = least_squares_kind(chain.model) == "mean"
+    T, n = data.n_stages, data.n
+    out = np.empty((n, 2))
+    for arm in (0, 1):
+        target = data.Z[:, T - 1].copy()     # Y~_t on the fitted rows of stage t
+        source = np.full(n, T)               # the stage whose prediction Y~_t is (T: observed)
+        influence, designs = {}, {}          # IF of beta_j (n, p_j) and design of stage j
+        for k in range(T - 1, -1, -1):
+            rows = (data.a == arm) & data.responders(k)
+            H = data.history(k, rows)
+            designs[k] = _Design(H, intercept_only)
+            Hd = designs[k](H)
+            w = np.ones(Hd.shape[0]) if weights is None else weights(k, rows)
+            extra = np.zeros((n, Hd.shape[1]))
+            for j in np.unique(source[rows]):
+                if j == T:
+                    continue
+                sel = source[rows] == j
+                G = designs[j](data.history(j, np.flatnonzero(rows)[sel]))
+                extra += influence[j] @ (Hd[sel].T @ (G * w[sel, None]) / n).T
+            residual = target[rows] - chain.predict(k, data, rows, arm)
+            influence[k] = ols_influence(Hd, residual, w, rows, extra)
+            if k:
+                prev = (data.a == arm) & data.responders(k - 1)
+                imputed = np.ones(prev.sum(), dtype=bool) if mode == "replace_all" \
+                    else data.R[prev, k] == 0
+                idx = np.flatnonzero(prev)[imputed]
+                target[idx] = chain.predict(k, data, idx, arm)
+                source[idx] = k
+        m_first = chain.predict(0, data, np.ones(n, dtype=bool), arm)
+        g = designs[0](data.X).mean(axis=0)
+        out[:, arm] = m_first - m_first.mean() + influence[0] @ g
+    return out
+
+
+def least_squares_kind(model) -> str | None:
+    """``"linear"`` for least squares with an intercept on the raw history (``None``, the
+    default; ``LinearRegression``; a Pipeline of ``StandardScaler`` steps ending in one),
+    ``"mean"`` for a mean-only ``DummyRegressor`` (least squares on the intercept), else None:
+    the models :func:`chain_influence` linearises."""
+    if model is None:
+        return "linear"
+    if isinstance(model, Pipeline):
+        steps = [step for _, step in model.steps]
+        scalers = all(isinstance(s, StandardScaler) for s in steps[:-1])
+        return least_squares_kind(steps[-1]) if scalers else None
+    if isinstance(model, LinearRegression) and model.fit_intercept:
+        return "linear"
+    if isinstance(model, DummyRegressor) and model.strategy == "mean":
+        return "mean"
+    return None

@@ -1,0 +1,149 @@
+"""Longitudinal targeted maximum likelihood (sequential regression with targeting)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from causalkit.exceptions import ClippingWarning
+from causalkit.longterm._base import MonotoneEstimator
+from causalkit.longterm._data import MonotoneData
+from causalkit.longterm._models import OutcomeChain
+from causalkit.longterm._scores import aipw_scores, inverse_weights
+
+__all__ = ["SequentialTMLE"]
+
+
+class _Shifted:
+    """A fitted stage model plus a per-arm constant (the fluctuation ``epsilon_t``)."""
+
+    def __init__(self, stage, shift):
+        self.stage = stage
+        self.shift = shift
+
+    def predict(self, H, arm):
+        return self.stage.predict(H, arm) + self.shift[np.asarray(arm, dtype=int)]
+
+
+class SequentialTMLE(MonotoneEstimator):
+    """Longitudinal TMLE of the long-term ATE (targeted iterated conditional expectations).
+
+    The form of ``ltmle`` (van der Laan & Gruber 2012, *Int. J. Biostat.* 8(1); Schwab,
+    Lendle, Petersen & van der Laan, R package ``ltmle``): an intercept-only fluctuation of
+    each stage regression fitted with the cumulative inverse probabilities as weights, as
+    ``ltmle`` and ``lmtp::lmtp_tmle`` do, here on the identity scale (they fit it on the logit
+    scale of a bounded outcome). For each arm ``a`` and ``t = T, ..., 1``:
+
+    1. regress the target ``Y~_t`` (``Y`` at ``T``, else the targeted ``m*_{t+1}(H_{t+1})``) on
+       ``H_t`` among the arm's responders of stage ``t``: ``m_t``;
+    2. target it: ``m*_t = m_t + epsilon_t`` with
+
+       .. math:: \\epsilon_t = \\frac{\\sum_i W_{ti} (\\tilde Y_{ti} - m_t(H_{ti}))}
+                                     {\\sum_i W_{ti}}, \\qquad
+                 W_{ti} = \\frac{I(A_i = a) R_{ti}}{e_a(X_i)\\, r_t(H_{ti})},
+
+       which solves the stage-``t`` term of the efficient influence function
+       (:mod:`causalkit.longterm._scores`) exactly.
+
+    Then :math:`\\hat\\mu_a = n^{-1}\\sum_i m^*_1(X_i, a)`; the plug-in equals the mean of the
+    efficient influence function at the targeted chain, and the standard error is that
+    function's (Bang & Robins 2005; Tsiatis 2006, ch. 10). It is consistent when, at every
+    stage, the outcome chain from there on or the propensity and continuation models up to
+    there are correct (sequential double robustness; Luedtke, Sofrygin, van der Laan & Carone
+    2017, arXiv:1705.02459). Being a plug-in, it stays within the range of the targets; the
+    linear (not logistic) fluctuation is the usual one for an unbounded continuous outcome.
+
+    The efficient-influence-function interval (the default) is calibrated at moderate drop-out
+    and too short at heavy drop-out, where a few large weights dominate the targeting step
+    (linear design, n = 1000, 150 replications each, no cap): coverage 0.953 (MC SE
+    0.017, SE/SD 0.99) at 20% drop-out per stage (seeds 840000-840149) and 0.90 (MC SE 0.024,
+    SE/SD 0.83) at 40% (seeds 830000-830149). With heavy drop-out (a small effective sample
+    size of the final-stage weights) use ``estimate(inference="bootstrap")``.
+
+    All nuisance models are fitted on the whole sample, which the default parametric models
+    (OLS per stage and arm, logistic regression) allow; for flexible learners use the
+    cross-fitted :class:`MonotoneAIPW`.
+
+    Parameters
+    ----------
+    outcome_model : sklearn regressor or stage learner, optional
+        Default OLS per stage and arm.
+    propensity_model, selection_model : sklearn classifiers, optional
+        Default logistic regression (C = 1e4).
+    propensity_clip, selection_floor
+        As in :class:`SequentialIPW`.
+    weight_cap : float
+        Cap on the cumulative weight ``1 / (e_A(X) r_t(H_t))`` in the targeting step and the
+        influence function (reported as ``n_capped_``, with a ``ClippingWarning`` when it
+        binds); default none. A cap trades double robustness for variance: ``ltmle``'s
+        default bound 0.01 on the cumulative probability (a cap of 100) lowered the SD from
+        0.33 to 0.28 in the linear design at 40% drop-out per stage, n = 1000 (150
+        replications, seeds 830000-830149), but with a wrong outcome chain it biased the
+        estimate by -0.21 (5 MC SE; 60 replications, seeds 8100-8159), against -0.01 uncapped (200
+        replications, seeds 800000-800199).
+    random_state : None, int or SeedSequence
+        Seeds the nuisance models whose ``random_state`` is unset and the bootstrap.
+
+    Attributes
+    ----------
+    ate_, mu_, influence_, scores_ ((n, 2) uncentred efficient-influence-function scores),
+    chain_ (the targeted chain), fluctuation_ ((T, 2) ``epsilon_t`` per stage and arm),
+    n_clipped_ (continuation probabilities floored, per stage), n_capped_ (weights capped, per
+    stage), propensity_model_, selection_model_.
+    """
+
+    _label = "Sequential TMLE"
+    _nuisance_slots = {"outcome_model": "regressor", "propensity_model": "classifier",
+                       "selection_model": "classifier"}
+
+    def __init__(self, outcome_model=None, propensity_model=None, selection_model=None,
+                 propensity_clip=(0.01, 0.99), selection_floor=0.01, weight_cap=np.inf,
+                 random_state=None):
+        self.outcome_model = outcome_model
+        self.propensity_model = propensity_model
+        self.selection_model = selection_model
+        self.propensity_clip = propensity_clip
+        self.selection_floor = selection_floor
+        self.weight_cap = weight_cap
+        self.random_state = random_state
+
+    def _fit(self, data: MonotoneData):
+        if not float(self.weight_cap) > 0:
+            raise ValueError(f"weight_cap must be positive; got {self.weight_cap!r}")
+        e1, lam, self.n_clipped_ = self._nuisance_probabilities(data)
+        raw = inverse_weights(data, e1, lam)
+        self.n_capped_ = np.sum(raw > self.weight_cap, axis=0)
+        if self.n_capped_.any():
+            warnings.warn(f"{self._label}: {int(self.n_capped_.sum())} cumulative weight(s) "
+                          f"capped at {self.weight_cap:g} (per stage: {self.n_capped_.tolist()})",
+                          ClippingWarning, stacklevel=4)
+        W = np.nan_to_num(np.minimum(raw, self.weight_cap))
+        eps = np.zeros((data.n_stages, 2))
+
+        def target(k, rows, y, labeled, stage):
+            H, arm = data.history(k, rows), data.a[rows]
+            residual = np.where(labeled, y - stage.predict(H, arm), 0.0)
+            w = W[rows, k] * labeled
+            for a in (0, 1):
+                total = np.sum(w[arm == a])
+                eps[k, a] = np.sum((w * residual)[arm == a]) / total if total > 0 else 0.0
+            return _Shifted(stage, eps[k].copy())
+
+        self.chain_ = OutcomeChain(self.outcome_model, "replace_all",
+                                   random_state=self.seed_for("outcome")).fit(data,
+                                                                               update=target)
+        self.fluctuation_ = eps
+        scores = aipw_scores(data, e1, lam, self.chain_, self.weight_cap)
+        everyone = np.ones(data.n, dtype=bool)
+        self.mu_ = np.array([self.chain_.predict(0, data, everyone, a).mean() for a in (0, 1)])
+        self.ate_ = float(self.mu_[1] - self.mu_[0])
+        self.scores_ = scores
+        self.influence_ = scores[:, 1] - scores[:, 0]
+
+    def _details(self) -> dict:
+        return {**super()._details(), "n_capped": int(self.n_capped_.sum())}
+
+    def _effect(self, X):
+        m0, m1 = self.chain_.predict_effect(X)
+        return m1 - m0
