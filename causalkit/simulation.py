@@ -149,7 +149,8 @@ _WATCHED_PARENT = None
 
 
 def _exit_with_parent(parent: int) -> None:
-    """In a worker process the study's process started, exit as soon as that process dies.
+    """In a worker process the study's process started (the loky workers' initializer), exit as
+    soon as that process dies.
 
     A SIGKILLed study cannot tell its workers to stop; each worker instead polls its parent id
     (which changes when the parent dies) from a daemon thread, twice a second.
@@ -167,8 +168,7 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="causalkit-exit-with-parent", daemon=True).start()
 
 
-def _call(task: Callable, key, parent: int) -> tuple:
-    _exit_with_parent(parent)
+def _call(task: Callable, key) -> tuple:
     return key, task(key)
 
 
@@ -176,9 +176,12 @@ def _stream(task, keys, n_jobs, backend, scheduler):
     if backend == "loky" and n_jobs == 1:
         yield from ((key, task(key)) for key in keys)
         return
-    jobs = (delayed(_call)(task, key, os.getpid()) for key in keys)
+    jobs = (delayed(_call)(task, key) for key in keys)
     if backend == "loky":
-        yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
+        # every worker watches the study process from its start, also one that never gets a task
+        with parallel_config(backend="loky", initializer=_exit_with_parent,
+                             initargs=(os.getpid(),)):
+            yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
         return
     from distributed import Client
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
