@@ -366,7 +366,7 @@ def test_covariate_units(name):
     if "X_target" in roles:
         roles["X_target"] = np.asarray(roles["X_target"], dtype=float).copy()
         roles["X_target"][:, 1] *= 1e6
-    scaled = Case(X, roles, {"policy": _policy} if case.estimate_kwargs else {})
+    scaled = Case(X, roles, case.estimate_kwargs)
     a, b = quiet_fit(new(name), case), quiet_fit(new(name), scaled)
     for inference in _inferences(a):
         np.testing.assert_allclose(numbers(quiet_estimate(b, scaled, inference=inference)),
@@ -546,8 +546,7 @@ def common_bad_inputs(area):
         return Case(f.X, roles, f.estimate_kwargs)
 
     def lists(c):
-        roles = {k: (np.asarray(v).tolist() if k != "X_target" else np.asarray(v).tolist())
-                 for k, v in c.roles.items()}
+        roles = {k: np.asarray(v).tolist() for k, v in c.roles.items()}
         return Case(np.asarray(c.X).tolist(), roles, c.estimate_kwargs)
 
     def boolean_treatment(c):
