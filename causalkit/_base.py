@@ -25,6 +25,8 @@ container plus resampling (Bach et al. 2022, *JMLR* 23(53)).
 
 from __future__ import annotations
 
+import functools
+
 import numbers
 import sys
 import warnings
@@ -36,7 +38,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from causalkit._validation import as_seed_sequence, check_alpha, check_positive_int, child_seed
 from causalkit.exceptions import CausalkitWarning
@@ -169,6 +171,13 @@ def resolve_roles(X, roles: Mapping, *, covariates=None, frames: tuple = ()):
 
 
 # ------------------------------------------------------------------------ the base class
+@functools.cache
+def _threadpools() -> ThreadpoolController:
+    """The process's BLAS/OpenMP thread pools, inspected once (building a controller scans the
+    loaded libraries, which cost 25 ms per bootstrap replicate when done each time)."""
+    return ThreadpoolController()
+
+
 class _Refit:
     """Picklable bootstrap replicate: refit a clone on resampled data, return its point value.
 
@@ -182,7 +191,7 @@ class _Refit:
 
     def __call__(self, data) -> float:
         est = clone(self.estimator)
-        with warnings.catch_warnings(), threadpool_limits(1):
+        with warnings.catch_warnings(), _threadpools().limit(limits=1):
             warnings.simplefilter("ignore", CausalkitWarning)
             est._fit_data(data)
             return est._point_estimate(self.target)

@@ -6,6 +6,7 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from causalkit.datasets import (
@@ -14,6 +15,7 @@ from causalkit.datasets import (
     NSW_EXPERIMENTAL_BENCHMARK,
     load_ihdp,
     load_nsw_cps,
+    load_nsw_psid,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +34,35 @@ def test_nsw_cps_rows_and_benchmark():
     assert not data.isna().any().any()
 
 
+def test_nsw_psid_rows_and_columns():
+    data = load_nsw_psid()
+    cps = load_nsw_cps()
+    assert len(data) == 2935
+    assert list(data.columns) == list(cps.columns)
+    assert (data.trial == 0).sum() == 2490
+    assert (data.loc[data.trial == 0, "treat"] == 0).all()
+    assert not data.isna().any().any()
+    # trial units first, and identical to the NSW part of the CPS file
+    assert (data.trial.iloc[:445] == 1).all()
+    pd.testing.assert_frame_equal(data[data.trial == 1], cps[cps.trial == 1])
+    trial = data[data.trial == 1]
+    diff = trial.loc[trial.treat == 1, "re78"].mean() - trial.loc[trial.treat == 0, "re78"].mean()
+    assert diff == pytest.approx(NSW_EXPERIMENTAL_BENCHMARK, abs=0.01)
+
+
+def test_nsw_psid_external_part_is_psid1_in_dollars():
+    """The PSID rows reproduce the PSID-1 means published by Dehejia & Wahba (1999, Table 1),
+    earnings in dollars (the source has thousands), to the published rounding."""
+    psid = load_nsw_psid().query("trial == 0")
+    published = {"age": (34.85, 0.005), "black": (0.25, 0.005), "hisp": (0.03, 0.005),
+                 "marr": (0.87, 0.005), "nodegree": (0.31, 0.005), "re74": (19429, 0.5),
+                 "re75": (19063, 0.5)}
+    for column, (mean, rounding) in published.items():
+        assert psid[column].mean() == pytest.approx(mean, abs=rounding), column
+    assert (psid.nodegree == (psid.educ < 12)).all()
+    assert set(np.unique(psid[["black", "hisp", "marr", "nodegree"]])) <= {0, 1}
+
+
 def test_ihdp_is_hill_2011_sample():
     data = load_ihdp()
     assert data.shape[0] == 747 and data.treat.sum() == 139
@@ -47,7 +78,8 @@ def test_ihdp_is_hill_2011_sample():
 def test_data_files_ship_inside_the_wheel(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "-q", "-w", str(tmp_path), str(ROOT)], check=True)
-    wheel = next(tmp_path.glob("causalkit-*.whl"))
+    (wheel,) = tmp_path.glob("*.whl")      # the distribution name need not be the import name
     names = zipfile.ZipFile(wheel).namelist()
     assert "causalkit/datasets/data/nsw_cps.csv.gz" in names
+    assert "causalkit/datasets/data/nsw_psid.csv.gz" in names
     assert "causalkit/datasets/data/ihdp.csv" in names

@@ -114,8 +114,9 @@ class BorrowingEstimator(CausalEstimator):
     Without external controls every borrowing estimator falls back to :class:`TrialOnly`'s
     estimate with a :class:`~causalkit.exceptions.FallbackWarning`.
 
-    Attributes (after ``fit``): ``result_``, ``borrowed_`` (bool over the external controls, in
-    input order), ``n_borrowed_``, ``details_``, ``n_trial_``, ``n_external_``,
+    Attributes (after ``fit``): ``result_``, ``borrowed_`` (over the external controls, in input
+    order: a bool mask for estimators that select controls, a weight in [0, 1] for those that
+    down-weight them), ``n_borrowed_`` (the count, or the effective number: sum of weights), ``details_``, ``n_trial_``, ``n_external_``,
     ``feature_names_in_``, ``n_features_in_``, ``data_`` (the validated data).
     """
 
@@ -170,7 +171,7 @@ class BorrowingEstimator(CausalEstimator):
             fit, mask, details = self._borrow(data)
         self.result_ = fit
         self.borrowed_ = mask
-        self.n_borrowed_ = int(mask.sum())
+        self.n_borrowed_ = int(mask.sum()) if mask.dtype == bool else float(mask.sum())
         self.details_ = {"n_borrowed": self.n_borrowed_, "n_external": data.n_external,
                          "ess_external": fit.ess_external, "variance_ratio": fit.variance_ratio,
                          **details}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -38,6 +38,10 @@ class HybridData:
     As a data container of :class:`causalkit._base.CausalEstimator`: ``n_rows``, ``strata``
     (``2 * trial + treatment``: the bootstrap resamples trial arms and external controls
     separately) and :meth:`take`.
+
+    ``warm_start`` holds starting values that fits on this data leave for fits on its resamples
+    (:meth:`take` hands a copy down): a bootstrap refit then starts its iterative fits from the
+    full-sample solution and converges in fewer passes to the same optimum.
     """
 
     X: np.ndarray
@@ -50,6 +54,7 @@ class HybridData:
     names: list
     n_trial: int
     binary: bool
+    warm_start: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_rows(self) -> int:
@@ -82,10 +87,13 @@ class HybridData:
         return pd.DataFrame(self.X[rows], columns=self.names, copy=False)
 
     def take(self, idx) -> HybridData:
-        """The container of rows ``idx`` (of this container), validated and standardised as
-        a fresh fit would be."""
-        return prepare_data(self.raw[idx], self.y[idx], self.a[idx], self.s[idx],
-                            feature_names=self.feature_names)
+        """The container of rows ``idx`` (of this container), standardised and checked for
+        aliased covariates as a fresh fit would be (the inputs are not re-validated: they are
+        rows of validated data)."""
+        out = _assemble(self.raw[idx], self.y[idx], self.a[idx], self.s[idx],
+                        self.feature_names, full_rank_hint=len(self.names) == self.raw.shape[1])
+        out.warm_start.update(self.warm_start)
+        return out
 
 
 def prepare_data(X, y, treatment, trial, *, feature_names=None) -> HybridData:
@@ -116,22 +124,57 @@ def prepare_data(X, y, treatment, trial, *, feature_names=None) -> HybridData:
     if arms.min() < MIN_ARM:
         raise ValueError(f"treatment: each trial arm (trial == 1) needs at least {MIN_ARM} "
                          f"units; got {arms[1]} treated and {arms[0]} control units")
+    return _assemble(Xa, ya, a, s, names)
+
+
+#: Squared relative residual norm above which no column can be aliased under the rule of
+#: :func:`~causalkit._linalg.independent_columns` (which drops a column whose residual norm is
+#: below 1e-7 of its norm, i.e. 1e-14 squared), with a safety factor of 100.
+_SAFE_RESIDUAL2 = 1e-12
+
+
+def _assemble(Xa, ya, a, s, names, *, full_rank_hint=False) -> HybridData:
+    """Standardise, drop aliased columns and order trial rows first (validated inputs).
+
+    With ``full_rank_hint`` (rows drawn from data where no column was aliased) the aliasing
+    check first tries the cheap sufficient condition on the :math:`p\times p` Gram matrix and
+    only runs the column-by-column rule when it fails.
+    """
     varying = np.ptp(Xa, axis=0) > 0
     Xs = (Xa - Xa.mean(axis=0)) / np.where(varying, Xa.std(axis=0), 1.0)
     Xs[:, ~varying] = 0.0
-    dropped = warn_aliased_covariates(Xa, names, consequence=" and were dropped, as R's lm does")
-    keep = np.setdiff1d(np.arange(Xa.shape[1]), dropped)
+    if full_rank_hint and varying.all() and _clearly_full_rank(Xa, Xs):
+        keep = np.arange(Xa.shape[1])
+    else:
+        dropped = warn_aliased_covariates(Xa, names,
+                                          consequence=" and were dropped, as R's lm does")
+        keep = np.setdiff1d(np.arange(Xa.shape[1]), dropped)
     if keep.size == 0:
         raise ValueError(f"X: every covariate column is constant ({names})")
     Xs = Xs[:, keep]
     order = np.concatenate([np.flatnonzero(s == 1), np.flatnonzero(s == 0)])
     Xs, Xa, ya, a, s = Xs[order], Xa[order], ya[order], a[order], s[order]
     n_trial = int(s.sum())
+    arms = np.bincount(a[s == 1], minlength=2)
     if arms.min() < keep.size + 1:
         warnings.warn(f"treatment: the smallest trial arm has {arms.min()} units, fewer than "
                       f"the {keep.size + 1} parameters of a linear outcome model on "
                       f"{keep.size} covariates; its fit is not identified (aliased columns are "
-                      "dropped)", SmallSampleWarning, stacklevel=4)
+                      "dropped)", SmallSampleWarning, stacklevel=5)
     binary = bool(np.isin(np.unique(ya), (0.0, 1.0)).all())
     return HybridData(X=Xs, y=ya, a=a, s=s, raw=Xa, order=order, feature_names=names,
                       names=[names[j] for j in keep], n_trial=n_trial, binary=binary)
+
+
+def _clearly_full_rank(Xa: np.ndarray, Xs: np.ndarray) -> bool:
+    """A cheap sufficient condition for "no column of ``Xa`` (after the intercept) is aliased".
+
+    The standardised columns ``Xs`` are orthogonal to the intercept, so the squared residual
+    norm of raw column :math:`j` after projecting on the intercept and the other columns is at
+    least :math:`n\\,\\lambda_{min}\\,s_j^2`, with :math:`\\lambda_{min}` the smallest eigenvalue
+    of :math:`X_s^\\top X_s/n`, against its squared norm :math:`n(m_j^2 + s_j^2)`; the check is
+    :math:`\\lambda_{min}\\min_j s_j^2/(m_j^2+s_j^2) >` :data:`_SAFE_RESIDUAL2`.
+    """
+    lam = np.linalg.eigvalsh(Xs.T @ Xs / Xs.shape[0])[0]
+    mean, var = Xa.mean(axis=0), Xa.var(axis=0)
+    return bool(lam * np.min(var / (mean * mean + var)) > _SAFE_RESIDUAL2)

@@ -15,7 +15,7 @@ from causalkit.borrowing._base import (
     outcome_regression,
     predict_outcome,
 )
-from causalkit.borrowing.efficient import EfficientBorrowing
+from causalkit.borrowing.efficient import EfficientBorrowing, trial_only_influence
 from causalkit.borrowing.estimators import _Calibrated
 from causalkit.borrowing.models import identified_columns
 from causalkit.exceptions import FewBorrowedWarning
@@ -28,7 +28,7 @@ __all__ = ["TrialOnly", "FullBorrowing", "CalibratedFullBorrowing", "PowerPriorB
 class _FixedSetBorrowing(BorrowingEstimator):
     """Efficient estimator on a borrowed set fixed in advance (none or all)."""
 
-    def __init__(self, outcome_model=None, variance_ratio="estimate", propensity="constant",
+    def __init__(self, outcome_model=None, variance_ratio=1.0, propensity="constant",
                  random_state=None):
         self.outcome_model = outcome_model
         self.variance_ratio = variance_ratio
@@ -66,8 +66,14 @@ class TrialOnly(_FixedSetBorrowing):
         Outcome regression fitted on each trial arm: any scikit-learn regressor, classifier
         (probability of class 1) or Pipeline; ``None``/``"auto"``: least squares, or logistic
         regression for a 0/1 outcome.
-    variance_ratio : "estimate" or float
-        Unused here (no external controls enter); kept for a common interface.
+    variance_ratio : float or "estimate"
+        Ratio :math:`r` of trial-control to external outcome variance in the efficient weights
+        of the borrowing estimators (unused by trial-only, which borrows nothing). Default 1 for
+        every estimator, so that they are compared like for like: :math:`r = 1` under
+        distributional exchangeability (Li et al. 2023). ``"estimate"`` divides the
+        trial controls' in-sample residual variance by the external controls' out-of-sample
+        one, which gives :math:`\\hat r \\approx 0.85` under exact exchangeability in the Paper A
+        design (the in-sample residuals are too small).
     propensity : {"constant", "logistic"}
         Trial treatment propensity.
     random_state : None, int or SeedSequence
@@ -123,7 +129,7 @@ class CalibratedFullBorrowing(_Calibrated, _FixedSetBorrowing):
     _row_order_dependent = True
 
     def __init__(self, outcome_model=None, calibration="linear", cv=5,
-                 variance_ratio="estimate", propensity="constant", random_state=None):
+                 variance_ratio=1.0, propensity="constant", random_state=None):
         super().__init__(outcome_model=outcome_model, variance_ratio=variance_ratio,
                          propensity=propensity, random_state=random_state)
         self.calibration = calibration
@@ -362,15 +368,13 @@ class SelectiveBorrowing(BorrowingEstimator):
             warnings.warn("SelectiveBorrowing borrowed no external controls", FewBorrowedWarning,
                           stacklevel=3)
             return base, mask, {}
-        return _gls_combine(base, best, nT), mask, {}
+        return _gls_combine(base, best), mask, {}
 
 
-def _gls_combine(base, fit, n_trial):
+def _gls_combine(base, fit):
     """GLS combination of the trial-only and borrowing estimates via their influence values."""
     N = fit.influence.size
-    psi0 = np.zeros(N)
-    psi0[:n_trial] = (N / n_trial) * base.influence
-    Psi = np.vstack([psi0, fit.influence])
+    Psi = np.vstack([trial_only_influence(base, fit), fit.influence])
     sigma = Psi @ Psi.T / N ** 2
     ones = np.ones(2)
     d = np.linalg.pinv(sigma) @ ones

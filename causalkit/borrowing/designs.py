@@ -12,15 +12,18 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.optimize import brentq
 from scipy.special import expit
 
-__all__ = ["paper_a_design", "gao_design", "OUTCOMES"]
+__all__ = ["paper_a_design", "gao_design", "OUTCOMES", "ERRORS"]
 
 OUTCOMES = ("linear", "nonlinear", "binary")
+#: Outcome error laws of :func:`paper_a_design`, each with mean 0 and variance 1.
+ERRORS = ("normal", "t5", "exponential", "lognormal")
 _BETA = np.array([1.0, 0.8, 0.6, 0.4, 0.2, 0.0, 0.0, 0.0])
 
 
 def paper_a_design(rng: np.random.Generator, *, outcome: str = "linear", bias: float = 0.0,
                    frac_biased: float = 0.3, n_trial: int = 400, n_treated: int = 300,
-                   n_external: int = 800, n_features: int = 8, shift: float = 0.3) -> dict:
+                   n_external: int = 800, n_features: int = 8, shift: float = 0.3,
+                   errors: str = "normal") -> dict:
     """Design of Yang, Li & Wu (2025) (sizes as their code; outcome models as the notes' grid).
 
     * Trial: :math:`X\\sim N(0, I_p)`, ``n_treated`` of ``n_trial`` units randomised to treatment.
@@ -29,6 +32,9 @@ def paper_a_design(rng: np.random.Generator, *, outcome: str = "linear", bias: f
       :math:`Y(0) = e^{X^\\top\\beta/2} + \\sin X_1 + \\varepsilon`; binary
       :math:`P(Y(0)=1) = \\mathrm{expit}(X^\\top\\beta/2 - 0.5)`. :math:`\\varepsilon\\sim N(0,1)`,
       :math:`\\beta = (1, .8, .6, .4, .2, 0, \\dots)`.
+    * ``errors``: the law of :math:`\\varepsilon`, standardised to mean 0 and variance 1:
+      ``"normal"``, ``"t5"`` (Student t with 5 df), ``"exponential"`` (centred Exp(1), skewness 2)
+      or ``"lognormal"`` (centred, :math:`\\log\\varepsilon\\sim N(0, 0.5^2)`, skewness 1.75).
     * Effect :math:`\\tau(X) = 1 + 0.5X_1` (binary: :math:`Y(1)` has logit shifted by 1), truth
       the trial-population mean (1 for continuous outcomes).
     * Non-exchangeability: a random ``frac_biased`` of the external controls get
@@ -36,6 +42,8 @@ def paper_a_design(rng: np.random.Generator, *, outcome: str = "linear", bias: f
     """
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome must be one of {OUTCOMES}; got {outcome!r}")
+    if errors not in ERRORS:
+        raise ValueError(f"errors must be one of {ERRORS}; got {errors!r}")
     beta = np.resize(_BETA, n_features) if n_features > _BETA.size else _BETA[:n_features]
     Xt = rng.normal(size=(n_trial, n_features))
     Xe = rng.normal(loc=shift, size=(n_external, n_features))
@@ -52,10 +60,23 @@ def paper_a_design(rng: np.random.Generator, *, outcome: str = "linear", bias: f
         truth = _binary_truth(beta)
     else:
         mu0 = 1 + X @ beta if outcome == "linear" else np.exp(X @ beta / 2) + np.sin(X[:, 0])
-        y = mu0 + A * (1 + 0.5 * X[:, 0]) + shift_y + rng.normal(size=X.shape[0])
+        y = mu0 + A * (1 + 0.5 * X[:, 0]) + shift_y + _errors(rng, errors, X.shape[0])
         truth = 1.0
     s = np.r_[np.ones(n_trial, int), np.zeros(n_external, int)]
     return {"X": X, "y": y, "a": A, "s": s, "biased": biased, "truth": truth}
+
+
+def _errors(rng: np.random.Generator, law: str, n: int) -> np.ndarray:
+    """``n`` draws of a mean-0, variance-1 error law (see :data:`ERRORS`)."""
+    if law == "normal":
+        return rng.normal(size=n)
+    if law == "t5":
+        return rng.standard_t(5, size=n) / np.sqrt(5 / 3)
+    if law == "exponential":
+        return rng.exponential(size=n) - 1.0
+    s2 = 0.25                                        # lognormal with log-SD 0.5
+    mean, var = np.exp(s2 / 2), (np.exp(s2) - 1) * np.exp(s2)
+    return (rng.lognormal(sigma=np.sqrt(s2), size=n) - mean) / np.sqrt(var)
 
 
 def _binary_truth(beta) -> float:

@@ -38,7 +38,7 @@ from scipy.special import expit
 
 from causalkit.borrowing.models import fit_logistic, logistic_path
 
-__all__ = ["EfficientBorrowing", "BorrowedFit"]
+__all__ = ["EfficientBorrowing", "BorrowedFit", "trial_only_influence", "difference_se"]
 
 #: Bounds of an estimated variance ratio (a tiny borrowed set makes it unstable).
 RATIO_BOUNDS = (0.1, 10.0)
@@ -64,6 +64,28 @@ class BorrowedFit:
         """Effective sample size :math:`(\\sum w)^2/\\sum w^2` of the borrowed controls."""
         w = self.weights[self.weights.size - self.n_borrowed:]
         return float(w.sum() ** 2 / np.sum(w * w)) if w.size and np.any(w > 0) else 0.0
+
+
+def trial_only_influence(base: BorrowedFit, fit: BorrowedFit) -> np.ndarray:
+    """The trial-only influence values on the sample :math:`D_S` of ``fit``.
+
+    ``base`` is the empty-set fit (its influence lives on the :math:`n_R` trial rows, scaled by
+    :math:`1/n_R`); on :math:`D_S` (:math:`N_S` rows, scaled by :math:`1/N_S`) the same
+    influence is :math:`(N_S/n_R)\\psi_0` on the trial rows and 0 on the borrowed controls, so
+    that both estimators' influence values can be combined row by row.
+    """
+    N, n_trial = fit.influence.size, base.influence.size
+    psi0 = np.zeros(N)
+    psi0[:n_trial] = (N / n_trial) * base.influence
+    return psi0
+
+
+def difference_se(base: BorrowedFit, fit: BorrowedFit) -> float:
+    """Standard error of :math:`\\hat\\tau_S - \\hat\\tau_\\emptyset` (borrowing minus trial
+    only) from the difference of their influence values on the common sample,
+    :math:`\\{\\sum_i(\\psi_{S,i} - \\psi_{\\emptyset,i})^2\\}^{1/2}/N_S`."""
+    d = fit.influence - trial_only_influence(base, fit)
+    return float(np.sqrt(np.sum(d * d)) / d.size)
 
 
 class EfficientBorrowing:
@@ -101,6 +123,8 @@ class EfficientBorrowing:
         self.trial_control = (1 - a_t).astype(float)
         self.var_trial_controls = float(np.var(self.resid0[:nT][a_t == 0], ddof=1)) \
             if np.sum(a_t == 0) > 1 else 1.0
+        self.n_external = data.n_external
+        self.warm_start = data.warm_start
 
     def _ratio(self, resid_external: np.ndarray) -> float:
         """Variance ratio given the borrowed controls' residuals :math:`Y-\\hat\\mu_0`."""
@@ -115,7 +139,8 @@ class EfficientBorrowing:
 
     def evaluate(self, ext_idx) -> BorrowedFit:
         """Efficient estimate borrowing the external controls ``ext_idx`` (0-based, into the
-        external rows)."""
+        external rows). The trial-participation fit of the full set starts from, and leaves,
+        ``data.warm_start["sampling-all"]`` (see :class:`~causalkit.borrowing._data.HybridData`)."""
         ext_idx = np.asarray(ext_idx, dtype=int)
         nT, nS = self.n_trial, ext_idx.size
         rows = np.concatenate([np.arange(nT), nT + ext_idx])
@@ -124,7 +149,12 @@ class EfficientBorrowing:
         else:
             Z = self.Z[rows]
             R = np.concatenate([np.ones(nT), np.zeros(nS)])
-            beta, _ = fit_logistic(Z, R, ridge=SAMPLING_RIDGE, tol=1e-18)
+            start = self.warm_start.get("sampling-all") if nS == self.n_external else None
+            if start is not None and start.shape != (Z.shape[1],):
+                start = None
+            beta, _ = fit_logistic(Z, R, ridge=SAMPLING_RIDGE, tol=1e-18, beta0=start)
+            if nS == self.n_external:
+                self.warm_start["sampling-all"] = beta
             pi = expit(Z @ beta)
         return self._assemble(pi, beta, self.e[rows], self.resid0[rows])
 

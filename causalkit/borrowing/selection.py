@@ -27,6 +27,8 @@ import numbers
 import numpy as np
 import pandas as pd
 
+from causalkit.borrowing.efficient import difference_se
+
 __all__ = ["size_grid", "rank_order", "mse_path", "CRITERIA", "DEFAULT_GRID_POINTS"]
 
 CRITERIA = ("plugin", "debiased")
@@ -96,7 +98,6 @@ def mse_path(engine, order: np.ndarray, sizes: np.ndarray, criterion: str = "plu
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
     sizes = np.union1d([0], np.asarray(sizes, dtype=int))
-    nT = engine.n_trial
     fits = engine.nested(order, sizes)
     base = next(fits)
     rows, best, best_size, best_mse = [], base, 0, np.inf
@@ -104,10 +105,7 @@ def mse_path(engine, order: np.ndarray, sizes: np.ndarray, criterion: str = "plu
         diff = fit.value - base.value
         bias2 = diff * diff
         if criterion == "debiased" and k > 0:
-            N = nT + k
-            d = fit.influence.copy()
-            d[:nT] -= (N / nT) * base.influence
-            bias2 = max(bias2 - float(np.sum(d * d)) / N ** 2, 0.0)
+            bias2 = max(bias2 - difference_se(base, fit) ** 2, 0.0)
         variance = fit.std_error ** 2
         mse = bias2 + variance
         rows.append((int(k), fit.value, fit.std_error, bias2, variance, mse))

@@ -8,6 +8,9 @@
   propensity.
 * :func:`bootstrap_coverage`: pipeline-bootstrap intervals of AIB and ACIB in the Paper A
   linear design without bias (60 replications x 50 resamples by default).
+* :func:`design_grid`: operating characteristics of every estimator over the published design
+  grid (:data:`GRID_SCENARIOS`), beside the oracle set (unbiased controls only) and the best
+  fixed amount of borrowing in hindsight; 500 replications per cell.
 
 Metrics per estimator (from :func:`causalkit.simulation.summarize`): bias, SD, RMSE, mean SE,
 coverage of the 95% interval, mean interval length, plus ``mean_n_borrowed`` and
@@ -35,7 +38,29 @@ __all__ = ["paper_a", "gao", "bootstrap_coverage", "plot_summary", "StudyEstimat
 PAPER_A_SCENARIOS = {f"{outcome}-bias{bias:g}": {"outcome": outcome, "bias": bias}
                      for outcome in ("linear", "nonlinear") for bias in (0.0, 0.1, 0.3, 0.5)}
 GAO_SCENARIOS = {f"omega{omega:g}": {"omega": omega} for omega in (0.3, 3.0)}
-_ORDER = ["trial", "full", "calibrated-full", "power-prior", "selective", "aib", "acib"]
+_ORDER = ["trial", "full", "calibrated-full", "power-prior", "robust-mixture", "selective",
+          "aib", "acib", "adaptive"]
+#: Cells of :func:`design_grid`: label -> (design, keyword arguments, trial propensity model).
+#: Paper A sizes (400 trial units, 300 treated, 800 external controls) unless stated; biases are
+#: in outcome SDs, on a random 30% or 50% of the external controls ("systematic": all of them);
+#: binary biases shift the logit by 4 x bias.
+GRID_SCENARIOS = {
+    "linear-exchangeable": (paper_a_design, {}, "constant"),
+    **{f"linear-{law}": (paper_a_design, {"errors": law}, "constant")
+       for law in ("t5", "exponential", "lognormal")},
+    **{f"linear-bias{b:g}x{f}": (paper_a_design, {"bias": b, "frac_biased": f / 100}, "constant")
+       for f in (30, 50) for b in (0.25, 0.5, 1.0, 2.0)},
+    "linear-systematic0.5": (paper_a_design, {"bias": 0.5, "frac_biased": 1.0}, "constant"),
+    "nonlinear-exchangeable": (paper_a_design, {"outcome": "nonlinear"}, "constant"),
+    "nonlinear-bias0.5x30": (paper_a_design, {"outcome": "nonlinear", "bias": 0.5}, "constant"),
+    "binary-exchangeable": (paper_a_design, {"outcome": "binary"}, "constant"),
+    "binary-bias0.5x30": (paper_a_design, {"outcome": "binary", "bias": 0.5}, "constant"),
+    "1to1-exchangeable": (paper_a_design, {"n_treated": 200}, "constant"),
+    "1to1-bias0.5x30": (paper_a_design, {"n_treated": 200, "bias": 0.5}, "constant"),
+    **{f"gao-omega{w:g}": (gao_design, {"omega": w}, "logistic") for w in (0.0, 0.3, 1.0, 3.0)},
+}
+#: The cells of ``design_grid(quick=True)`` (CI).
+QUICK_GRID = ("linear-exchangeable", "linear-exponential", "linear-bias0.5x30")
 
 
 class StudyEstimator:
@@ -58,21 +83,66 @@ class StudyEstimator:
             out.details["normal_lower"], out.details["normal_upper"] = out.conf_int(
                 method="normal")
         out.details["n_borrowed"] = n
-        out.details["share_biased"] = (float(np.sum(est.borrowed_ & data["biased"]) / n)
+        out.details["share_biased"] = (float(np.sum(est.borrowed_ * data["biased"]) / n)
                                        if n else np.nan)
         return out
 
 
-def _run_scenarios(design, scenarios, estimators, reps, seed, n_jobs, backend, scheduler, out):
+class OracleEstimator:
+    """Full borrowing of the unbiased external controls only (known in a simulation): the
+    attainable target of any selection rule."""
+
+    def __call__(self, data: dict):
+        keep = np.r_[np.ones(int(data["s"].sum()), bool), ~data["biased"]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CausalkitWarning)
+            est = ESTIMATORS["full"](variance_ratio=1.0, random_state=0).fit(
+                data["X"][keep], data["y"][keep], data["a"][keep], trial=data["s"][keep])
+            out = est.estimate(inference="influence")
+        out.details["n_borrowed"] = est.n_borrowed_
+        out.details["share_biased"] = 0.0
+        return out
+
+
+def best_fixed_borrowing(results: pd.DataFrame, grid: int = 101) -> pd.Series:
+    """The best fixed combination :math:`(1-\\lambda)\\hat\\tau_{trial} + \\lambda\\hat\\tau_{full}`
+    in hindsight: the :math:`\\lambda` on an even grid of [0, 1] with the smallest RMSE over the
+    replications (a benchmark no data-driven rule can beat on average, since it knows the
+    truth), with its bias, SD, RMSE and ``lambda``."""
+    wide = results[results["error"] == ""].pivot(index="rep", columns="estimator",
+                                                  values="estimate").dropna()
+    truth = results.groupby("rep")["truth"].first().loc[wide.index]
+    lam = np.linspace(0.0, 1.0, grid)
+    est = (1 - lam)[None, :] * wide["trial"].to_numpy()[:, None] \
+        + lam[None, :] * wide["full"].to_numpy()[:, None]
+    err = est - truth.to_numpy()[:, None]
+    rmse = np.sqrt(np.mean(err ** 2, axis=0))
+    k = int(np.argmin(rmse))
+    return pd.Series({"n_reps": len(wide), "bias": err[:, k].mean(), "sd": est[:, k].std(ddof=1),
+                      "rmse": rmse[k], "lambda": lam[k]}, name="best-fixed")
+
+
+def _run_scenarios(design, scenarios, estimators, reps, seed, n_jobs, backend, scheduler, out,
+                   extra_rows=None):
+    """Run ``design(**kwargs)`` for every scenario (``design`` may be None when each scenario is
+    a ``(design, kwargs, estimators)`` triple) and stack the summaries; ``extra_rows(results)``
+    returns further summary rows (a DataFrame indexed by estimator) per scenario."""
     from causalkit.simulation import run_study, summarize
 
     tables = []
     for label, kwargs in scenarios.items():
+        cell_design, cell_estimators = design, estimators
+        if design is None:
+            cell_design, kwargs, cell_estimators = kwargs
         path = None if out is None else Path(out).with_name(
             f"{Path(out).stem}_{label}{Path(out).suffix or '.csv'}")
-        results = run_study(partial(design, **kwargs), estimators, reps, seed, n_jobs=n_jobs,
-                            backend=backend, scheduler=scheduler, out=path, progress=False)
+        results = run_study(partial(cell_design, **kwargs), cell_estimators, reps, seed,
+                            n_jobs=n_jobs, backend=backend, scheduler=scheduler, out=path,
+                            progress=False)
         table = summarize(results)
+        if extra_rows is not None:
+            table = pd.concat([table, extra_rows(results)])
+            table.index.name = "estimator"
         if "normal_lower" in results:
             hit = ((results["normal_lower"] <= results["truth"])
                    & (results["truth"] <= results["normal_upper"]))
@@ -88,7 +158,7 @@ def _run_scenarios(design, scenarios, estimators, reps, seed, n_jobs, backend, s
 def _estimators(propensity="constant"):
     params = {"propensity": propensity}
     out = {name: StudyEstimator(name, **params) for name in _ORDER if name != "power-prior"}
-    out["power-prior"] = StudyEstimator("power-prior")
+    out["power-prior"] = StudyEstimator("power-prior")     # no propensity: a posterior
     return {name: out[name] for name in _ORDER}
 
 
@@ -115,6 +185,30 @@ def gao(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", scheduler=
     reps = reps or (20 if quick else 500)
     return _run_scenarios(gao_design, GAO_SCENARIOS, _estimators("logistic"), reps, seed,
                           n_jobs, backend, scheduler, out)
+
+
+def design_grid(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", scheduler=None,
+                out=None, quick: bool = False) -> pd.DataFrame:
+    """Every estimator on every cell of :data:`GRID_SCENARIOS` (influence-function SEs; the
+    pipeline-bootstrap coverage is :func:`bootstrap_coverage`'s job), beside ``oracle`` (the
+    unbiased controls only) and ``best-fixed`` (:func:`best_fixed_borrowing`). 500 replications
+    per cell; ``quick``: the cells of :data:`QUICK_GRID`, 10 replications. The summary adds
+    ``rmse_ratio`` (RMSE over trial-only's in the same cell)."""
+    reps = reps or (10 if quick else 500)
+    cells = {k: v for k, v in GRID_SCENARIOS.items() if not quick or k in QUICK_GRID}
+    scenarios = {}
+    for label, (design, kwargs, propensity) in cells.items():
+        estimators = _estimators(propensity)
+        estimators["oracle"] = OracleEstimator()
+        scenarios[label] = (design, kwargs, estimators)
+    summary = _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler,
+                             out, extra_rows=lambda r: best_fixed_borrowing(r).to_frame().T)
+    trial = summary.xs("trial", level="estimator")["rmse"]
+    summary["rmse_ratio"] = summary["rmse"] / trial.reindex(
+        summary.index.get_level_values("scenario")).to_numpy()
+    if out is not None:
+        summary.to_csv(Path(out).with_name(f"{Path(out).stem}_summary.csv"))
+    return summary
 
 
 def bootstrap_coverage(reps=None, seed: int = 7, n_jobs: int = 1, backend="loky",

@@ -1,7 +1,8 @@
 """Real, offline data sets.
 
-``load_nsw_cps`` and ``load_ihdp`` read files shipped inside the package; ``load_ann`` (in
-:mod:`causalkit.datasets.ann`, needs the ``[ann]`` extra) builds vector sets for the ANN driver.
+``load_nsw_cps``, ``load_nsw_psid`` and ``load_ihdp`` read files shipped inside the package;
+``load_ann`` (in :mod:`causalkit.datasets.ann`, needs the ``[ann]`` extra) builds vector sets for
+the ANN driver.
 """
 
 from causalkit.datasets._real import (
@@ -10,10 +11,11 @@ from causalkit.datasets._real import (
     NSW_EXPERIMENTAL_BENCHMARK,
     load_ihdp,
     load_nsw_cps,
+    load_nsw_psid,
 )
 
-__all__ = ["load_nsw_cps", "load_ihdp", "load_ann", "NSW_EXPERIMENTAL_BENCHMARK",
-           "NSW_COVARIATES", "IHDP_COVARIATES"]
+__all__ = ["load_nsw_cps", "load_nsw_psid", "load_ihdp", "load_ann",
+           "NSW_EXPERIMENTAL_BENCHMARK", "NSW_COVARIATES", "IHDP_COVARIATES"]
 
 
 def __getattr__(name):

