@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-all vignettes benchmarks studies lint clean
+.PHONY: demo test test-all smoke docs docs-nitpicky vignettes benchmarks studies lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +29,23 @@ test: $(VENV)/.dev-installed
 test-all: $(VENV)/.dev-installed
 	MPLBACKEND=Agg $(BIN)/python -m pytest --runslow $(PYTEST_ARGS)
 
+## smoke: build the sdist and wheel, install the wheel into a fresh venv, run demo + loaders
+smoke: $(VENV)/.dev-installed
+	bash tools/smoke_wheel.sh $(BIN)/python
+
+## docs: build the API reference offline (warnings are errors) and check its internal links
+docs: $(VENV)/.dev-installed
+	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/python tools/check_links.py docs/_build/html
+
+## docs-nitpicky: as docs, and every cross-reference in a docstring must resolve too
+docs-nitpicky: $(VENV)/.dev-installed
+	$(BIN)/python -m sphinx -W --keep-going -n -q -b html docs docs/_build/nitpicky
+	$(BIN)/python tools/check_links.py docs/_build/nitpicky
+
 ## vignettes: execute every vignette and render it to vignettes/html/
 vignettes: $(VENV)/.dev-installed
-	MPLBACKEND=Agg $(BIN)/python vignettes/render.py
+	$(BIN)/python vignettes/render.py
 
 ## benchmarks: run every speed benchmark script
 benchmarks: $(VENV)/.dev-installed
@@ -41,4 +55,4 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check causalkit tests
 
 clean:
-	rm -rf $(VENV) demo_output results .pytest_cache
+	rm -rf $(VENV) demo_output results .pytest_cache docs/_build docs/generated

@@ -65,18 +65,38 @@ class Estimate:
         :meth:`to_frame`.
     alpha : float
         Default level of :meth:`conf_int`, :meth:`summary` and :meth:`to_frame` (0.05: 95%).
+    null_value : float or None
+        The value :math:`\\theta_0` of the null hypothesis tested by :attr:`zstat` and
+        :attr:`pvalue` (default 0: no effect). ``None`` where no null is meaningful (a policy
+        value, a mean outcome): the z statistic and p-value are then NaN and left out of
+        :meth:`summary`, :meth:`to_frame` and the HTML view.
 
     Notes
     -----
-    Normal-theory quantities: :math:`z = \\hat\\theta / \\widehat{se}`, two-sided p-value
-    :math:`2\\{1 - \\Phi(|z|)\\}`,
+    Normal-theory quantities: :math:`z = (\\hat\\theta - \\theta_0) / \\widehat{se}`, two-sided
+    p-value :math:`2\\{1 - \\Phi(|z|)\\}`,
     interval :math:`\\hat\\theta \\pm z_{1-\\alpha/2}\\,\\widehat{se}`.
     The percentile interval is :math:`[q_{\\alpha/2}, q_{1-\\alpha/2}]` of the replicates
     (Efron & Tibshirani 1993, ch. 13).
+
+    Reports show the estimate, its standard error and interval with the decimals that give the
+    larger of :math:`|\\hat\\theta|` and :math:`\\widehat{se}` four significant digits (none from
+    1000 up), so dollars read ``[685, 3022]`` and small effects keep their digits.
+
+    Examples
+    --------
+    >>> est = Estimate(1853.4, 596.2, name="ATE", method="AIB")
+    >>> est
+    Estimate(AIB, ATE=1853, se=596, 95% CI=[685, 3022])
+    >>> round(est.pvalue, 4)
+    0.0019
+    >>> Estimate(0.61, 0.02, name="policy value", null_value=None).to_frame().columns.tolist()
+    ['estimate', 'std_error', 'ci_lower', 'ci_upper']
     """
 
     def __init__(self, value, std_error, *, influence=None, name="ATE", method=None, n_obs=None,
-                 replicates=None, ci_method="normal", details=None, alpha=0.05):
+                 replicates=None, ci_method="normal", details=None, alpha=0.05,
+                 null_value=0.0):
         value = float(value)
         std_error = float(std_error)
         if not np.isfinite(value):
@@ -98,6 +118,11 @@ class Estimate:
         self.ci_method = ci_method
         self.details = dict(details or {})
         self.alpha = check_alpha(alpha)
+        if null_value is not None:
+            null_value = float(null_value)
+            if not np.isfinite(null_value):
+                raise ValueError(f"null_value must be a finite number or None; got {null_value}")
+        self.null_value = null_value
 
     def copy(self) -> Estimate:
         """A copy whose ``details`` (and label attributes) can be changed independently."""
@@ -117,14 +142,18 @@ class Estimate:
 
     @property
     def zstat(self) -> float:
-        """Wald statistic for H0: value = 0 (``inf`` when the SE is zero and value is not)."""
+        """Wald statistic for H0: value = ``null_value`` (``inf`` when the SE is zero and the
+        value differs from the null; NaN when ``null_value`` is None)."""
+        if self.null_value is None:
+            return float("nan")
+        diff = self.value - self.null_value
         if self.std_error == 0:
-            return 0.0 if self.value == 0 else float(np.sign(self.value) * np.inf)
-        return self.value / self.std_error
+            return 0.0 if diff == 0 else float(np.sign(diff) * np.inf)
+        return diff / self.std_error
 
     @property
     def pvalue(self) -> float:
-        """Two-sided normal p-value for H0: value = 0."""
+        """Two-sided normal p-value for H0: value = ``null_value`` (NaN when it is None)."""
         return float(2.0 * ndtr(-abs(self.zstat)))
 
     def conf_int(self, alpha: float | None = None,
@@ -150,47 +179,94 @@ class Estimate:
             return (float(lo), float(hi))
         raise ValueError(f"method must be one of {_CI_METHODS}; got {method!r}")
 
+    def _tested(self) -> bool:
+        return self.null_value is not None
+
     def to_frame(self, alpha: float | None = None) -> pd.DataFrame:
-        """One-row DataFrame: estimate, std_error, z, p_value, ci_lower, ci_upper, details."""
+        """One-row DataFrame: estimate, std_error, z, p_value, ci_lower, ci_upper, details.
+
+        The numbers are kept at full precision; ``z`` and ``p_value`` are left out when
+        ``null_value`` is None. The row label is ``method`` (else ``name``).
+        """
         lo, hi = self.conf_int(alpha)
-        row = {"estimate": self.value, "std_error": self.std_error, "z": self.zstat,
-               "p_value": self.pvalue, "ci_lower": lo, "ci_upper": hi}
+        row = {"estimate": self.value, "std_error": self.std_error}
+        if self._tested():
+            row.update(z=self.zstat, p_value=self.pvalue)
+        row.update(ci_lower=lo, ci_upper=hi)
         row.update(self.details)
         index = pd.Index([self.method or self.name], name="method")
         return pd.DataFrame([row], index=index)
 
     def summary(self, alpha: float | None = None) -> str:
-        """A statsmodels-style text table."""
-        alpha = self.alpha if alpha is None else alpha
+        """A statsmodels-style text table (numbers formatted by magnitude, labels in full)."""
+        alpha = self.alpha if alpha is None else check_alpha(alpha)
         lo, hi = self.conf_int(alpha)
         level = f"{100 * (1 - alpha):g}%"
+        digits = _decimals(self.value, self.std_error)
+        cells = {"coef": _fixed(self.value, digits), "std err": _fixed(self.std_error, digits)}
+        if self._tested():
+            cells.update({"z": f"{self.zstat:.2f}", "P>|z|": _format_pvalue(self.pvalue)})
+        cells.update({"[" + level: _fixed(lo, digits), "CI]": _fixed(hi, digits)})
+        label_width = max(14, len(self.name) + 2)
+        widths = {k: max(len(k), len(v)) + 3 for k, v in cells.items()}
+        head = f"{'':<{label_width}}" + "".join(f"{k:>{w}}" for k, w in widths.items())
+        line = f"{self.name:<{label_width}}" + "".join(
+            f"{v:>{widths[k]}}" for k, v in cells.items())
         title = f"{self.method or 'Estimate'}: {self.name}"
-        head = (f"{'':<14}{'coef':>12}{'std err':>12}{'z':>9}{'P>|z|':>9}"
-                f"{'[' + level:>13}{'CI]':>12}")
-        width = len(head)
-        line = (f"{self.name[:14]:<14}{self.value:>12.4g}{self.std_error:>12.4g}"
-                f"{self.zstat:>9.3f}{self.pvalue:>9.3f}{lo:>13.4g}{hi:>12.4g}")
-        rows = [title.center(width), "=" * width]
         meta = {"No. observations": self.n_obs, "Interval": self.ci_method}
+        if self._tested() and self.null_value != 0:
+            meta["Null value"] = self.null_value
         meta.update(self.details)
-        for key, val in meta.items():
-            if val is None:
-                continue
-            shown = f"{val:.4g}" if isinstance(val, float) else str(val)
-            rows.append(f"{key + ':':<30}{shown:>{width - 30}}")
+        shown = {key: _format_scalar(val) for key, val in meta.items() if val is not None}
+        width = max([len(head), len(title)] + [len(k) + len(v) + 3 for k, v in shown.items()])
+        rows = [title.center(width), "=" * width]
+        rows += [f"{key + ':':<{width - len(val)}}{val}" for key, val in shown.items()]
         rows += ["-" * width, head, "-" * width, line, "=" * width]
         return "\n".join(rows)
 
     def __repr__(self) -> str:
         lo, hi = self.conf_int()
+        digits = _decimals(self.value, self.std_error)
         method = f"{self.method}, " if self.method else ""
-        return (f"Estimate({method}{self.name}={self.value:.4g}, se={self.std_error:.4g}, "
-                f"95% CI=[{lo:.4g}, {hi:.4g}])")
+        level = f"{100 * (1 - self.alpha):g}%"
+        return (f"Estimate({method}{self.name}={_fixed(self.value, digits)}, "
+                f"se={_fixed(self.std_error, digits)}, "
+                f"{level} CI=[{_fixed(lo, digits)}, {_fixed(hi, digits)}])")
 
     def _repr_html_(self) -> str:
         caption = html.escape(f"{self.method or 'Estimate'}: {self.name}")
-        table = self.to_frame().to_html(float_format=lambda v: f"{v:.4g}")
+        frame = self.to_frame()
+        digits = _decimals(self.value, self.std_error)
+        formatters = {col: _format_scalar for col in frame.columns}
+        formatters.update({col: (lambda v: _fixed(v, digits))
+                           for col in ("estimate", "std_error", "ci_lower", "ci_upper")})
+        if self._tested():
+            formatters.update(z=lambda v: f"{v:.2f}", p_value=_format_pvalue)
+        table = frame.to_html(formatters=formatters)
         return f"<div class='causalkit-estimate'><strong>{caption}</strong>{table}</div>"
+
+
+def _decimals(*values: float) -> int:
+    """Decimals that give the largest ``|value|`` four significant digits (0 from 1000 up)."""
+    finite = [abs(v) for v in values if np.isfinite(v) and v != 0]
+    if not finite:
+        return 4
+    return int(np.clip(3 - np.floor(np.log10(max(finite))), 0, 12))
+
+
+def _fixed(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}" if np.isfinite(value) else str(value)
+
+
+def _format_scalar(value) -> str:
+    """A detail value: integers as they are, floats by their own magnitude."""
+    if isinstance(value, (float, np.floating)):
+        return _fixed(float(value), _decimals(float(value)))
+    return str(value)
+
+
+def _format_pvalue(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def difference_in_means(y, treatment, *, name: str = "ATE") -> Estimate:

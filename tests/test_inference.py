@@ -29,7 +29,65 @@ def test_estimate_reports():
     assert frame.loc["demo", "n_borrowed"] == 12
     assert frame.loc["demo", "ci_lower"] == pytest.approx(est.conf_int()[0])
     assert "<table" in est._repr_html_() and "demo" in est._repr_html_()
-    assert "se=0.25" in repr(est)
+    assert "se=0.250" in repr(est)
+
+
+def _summary_row(est):
+    """The cells of the estimate's row in ``summary()`` (the line starting with its name)."""
+    line = next(r for r in est.summary().splitlines() if r.startswith(est.name))
+    return line[len(est.name):].split()
+
+
+def test_reports_format_dollars_without_exponents():
+    # the AIB row of the NSW/CPS demo: CI [684.9, 3021.8] in dollars
+    est = Estimate(1853.4, 596.2, method="AIB", details={"n_borrowed": 4798})
+    lo, hi = est.conf_int()
+    assert repr(est) == f"Estimate(AIB, ATE=1853, se=596, 95% CI=[{lo:.0f}, {hi:.0f}])"
+    assert (round(lo), round(hi)) == (685, 3022)
+    coef, se, z, p, ci_lo, ci_hi = _summary_row(est)
+    assert (coef, se, ci_lo, ci_hi) == ("1853", "596", "685", "3022")
+    assert float(z) == pytest.approx(est.zstat, abs=0.005)
+    assert float(p) == pytest.approx(2 * stats.norm.sf(1853.4 / 596.2), abs=0.0005)
+    big = Estimate(11960.0, 3100.0)
+    for text in (big.summary(), repr(big), big._repr_html_()):
+        assert "e+" not in text
+    assert "<td>11960</td>" in big._repr_html_()
+
+
+@pytest.mark.parametrize("value", [0.0251234, -0.31416, 3.0127, 42.1234, 0.00012345])
+def test_reports_keep_four_significant_digits_of_small_effects(value):
+    est = Estimate(value, abs(value) / 4)
+    coef = _summary_row(est)[0]
+    significant = coef.replace("-", "").replace(".", "").lstrip("0")
+    assert len(significant) == 4, coef
+    assert float(coef) == pytest.approx(value, rel=5e-4)
+
+
+def test_reports_never_cut_row_labels():
+    name = "target value difference of the learned rule and treat-all"
+    est = Estimate(0.5, 0.1, name=name, method="Doubly robust (target)")
+    assert any(row.startswith(name + " ") for row in est.summary().splitlines())
+    assert name in est._repr_html_()
+    assert est.to_frame().index[0] == "Doubly robust (target)"
+
+
+def test_null_value_none_drops_the_test():
+    est = Estimate(0.61, 0.02, name="target policy value", method="DR", null_value=None)
+    assert np.isnan(est.zstat) and np.isnan(est.pvalue)
+    assert "P>|z|" not in est.summary() and len(_summary_row(est)) == 4
+    assert list(est.to_frame().columns) == ["estimate", "std_error", "ci_lower", "ci_upper"]
+    assert "p_value" not in est._repr_html_()
+    assert est.copy().null_value is None
+
+
+def test_null_value_shifts_the_test():
+    est = Estimate(1.3, 0.1, null_value=1.0)
+    assert est.zstat == pytest.approx(3.0)
+    assert est.pvalue == pytest.approx(2 * stats.norm.sf(3.0))
+    assert "Null value:" in est.summary()
+    assert est.conf_int() == Estimate(1.3, 0.1).conf_int()
+    with pytest.raises(ValueError, match="null_value"):
+        Estimate(1.0, 1.0, null_value=np.nan)
 
 
 @pytest.mark.parametrize("kwargs, message", [
