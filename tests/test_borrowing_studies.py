@@ -83,9 +83,18 @@ def test_cli_borrow(capsys, tmp_path):
 
 
 def test_demo_table(tmp_path):
-    from causalkit.demo import run_demo
+    from causalkit.demo import DEMO_ESTIMATORS, run_demo
     table = run_demo(out_dir=tmp_path, plot=False, verbose=False)
-    assert len(table) == 7 and table["n_borrowed"].notna().all()
-    assert table.loc["Trial only (AIPW)", "n_borrowed"] == 0
-    assert table.loc["Full borrowing", "n_borrowed"] == 15992
+    assert len(table) == 2 * len(DEMO_ESTIMATORS) and table["n_borrowed"].notna().all()
+    cps, psid = table.loc["nsw_cps"], table.loc["nsw_psid"]
+    assert list(cps.index)[0] == "Adaptive borrowing (recommended)"
+    assert cps.loc["Trial only (AIPW)", "n_borrowed"] == 0
+    assert cps.loc["Full borrowing", "n_borrowed"] == 15992
+    assert psid.loc["Full borrowing", "n_borrowed"] == 2490
+    assert 0 <= psid.loc["Adaptive borrowing (recommended)", "n_borrowed"] <= 2490
     assert (table["std_error"] > 0).all()
+    # the recommended estimator reports its pipeline-bootstrap interval, which is not the
+    # normal interval around the estimate
+    adaptive = cps.loc["Adaptive borrowing (recommended)"]
+    assert not np.isclose(adaptive["ci_upper"] - adaptive["estimate"],
+                          adaptive["estimate"] - adaptive["ci_lower"])

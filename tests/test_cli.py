@@ -33,6 +33,7 @@ def test_demo_prints_table_and_writes_figure(tmp_path):
     trial_only = [i for i in table.index if i.startswith("Trial only")]
     assert trial_only
     assert (tmp_path / "nsw_cps_comparison.png").stat().st_size > 10_000
+    assert "PSID" in proc.stdout and (tmp_path / "nsw_psid_comparison.png").stat().st_size > 10_000
 
 
 def test_every_registered_study_resolves_to_a_study_function():

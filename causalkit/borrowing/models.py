@@ -86,6 +86,10 @@ def _penalty(q: int, ridge: float) -> np.ndarray:
 #: Rows per block of a logistic pass: a block of the design stays in cache between the two
 #: matrix-vector products that use it.
 PASS_BLOCK = 2048
+#: Newton decrement below which a failed sufficient-decrease test is rounding noise (the
+#: objective's rounding error, about 1e-16 of its value, exceeds the decrease still available):
+#: :func:`fit_logistic` then takes the full Newton step and stops.
+LINE_SEARCH_FLOOR = 1e-10
 #: A quasi-Newton step that shrank by less than this factor triggers a Hessian refresh.
 CONTRACTION = 0.1
 
@@ -166,7 +170,14 @@ def fit_logistic(Z, t, *, ridge: float = 0.0, sample_weight=None, beta0=None, to
         while True:
             cand = beta - size * step
             cand_obj, cand_grad, cand_hess = state(cand)
-            if cand_obj <= obj + 1e-4 * size * (-decrement) or size < 1e-10:
+            if cand_obj <= obj + 1e-4 * size * (-decrement):
+                break
+            if decrement < LINE_SEARCH_FLOOR:
+                # the decrease still available is below the objective's rounding error, so the
+                # sufficient-decrease test is noise: take the full Newton step (quadratically
+                # convergent this close to the optimum) and stop
+                return beta - step, True
+            if size < 1e-10:
                 break
             size *= 0.5
         beta, obj, grad, hess = cand, cand_obj, cand_grad, cand_hess

@@ -8,6 +8,11 @@
   propensity.
 * :func:`bootstrap_coverage`: pipeline-bootstrap intervals of AIB and ACIB in the Paper A
   linear design without bias (60 replications x 50 resamples by default).
+* :func:`nsw_psid`: Paper A's real-data benchmark: the NSW trial with 80 of its 260 controls
+  (drawn anew in each replication) borrowing PSID-1 comparison units, every estimator's error
+  against the full experiment's benchmark; 200 draws.
+* :func:`adaptive_bootstrap_coverage`: coverage of the recommended estimator's default
+  (pipeline-bootstrap) interval on exchangeable and biased grid cells, 200 x 200.
 * :func:`design_grid`: operating characteristics of every estimator over the published design
   grid (:data:`GRID_SCENARIOS`), beside the oracle set (unbiased controls only) and the best
   fixed amount of borrowing in hindsight; 500 replications per cell.
@@ -31,8 +36,10 @@ from causalkit.borrowing import ESTIMATORS
 from causalkit.borrowing.designs import gao_design, paper_a_design
 from causalkit.exceptions import CausalkitWarning
 
-__all__ = ["paper_a", "gao", "bootstrap_coverage", "plot_summary", "StudyEstimator",
-           "PAPER_A_SCENARIOS",
+__all__ = ["paper_a", "gao", "nsw_psid", "nsw_psid_design", "design_grid", "design_grid_core",
+           "bootstrap_coverage", "adaptive_bootstrap_coverage", "best_fixed_borrowing",
+           "OracleEstimator", "StudyEstimator", "plot_summary", "CORE_ESTIMATORS",
+           "GRID_SCENARIOS", "QUICK_GRID", "BOOTSTRAP_CELLS", "PAPER_A_SCENARIOS",
            "GAO_SCENARIOS"]
 
 PAPER_A_SCENARIOS = {f"{outcome}-bias{bias:g}": {"outcome": outcome, "bias": bias}
@@ -187,20 +194,62 @@ def gao(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", scheduler=
                           n_jobs, backend, scheduler, out)
 
 
+def nsw_psid_design(rng: np.random.Generator, n_controls: int = 80) -> dict:
+    """One draw of Paper A's NSW/PSID construction: the 185 NSW treated units and ``n_controls``
+    NSW controls drawn without replacement form the trial, the 2,490 PSID-1 units the external
+    controls; the truth is the full experiment's benchmark (:data:`~causalkit.datasets.
+    NSW_EXPERIMENTAL_BENCHMARK`, difference in mean 1978 earnings over all 445 NSW units)."""
+    from causalkit.datasets import NSW_COVARIATES, NSW_EXPERIMENTAL_BENCHMARK, load_nsw_psid
+
+    frame = load_nsw_psid()
+    trial = frame["trial"].to_numpy() == 1
+    treated = np.flatnonzero(trial & (frame["treat"].to_numpy() == 1))
+    controls = rng.choice(np.flatnonzero(trial & (frame["treat"].to_numpy() == 0)), n_controls,
+                          replace=False)
+    rows = np.r_[treated, np.sort(controls), np.flatnonzero(~trial)]
+    part = frame.iloc[rows]
+    return {"X": part[NSW_COVARIATES].to_numpy(float), "y": part["re78"].to_numpy(float),
+            "a": part["treat"].to_numpy(int), "s": part["trial"].to_numpy(int),
+            "biased": np.zeros(int((~trial).sum()), bool), "truth": NSW_EXPERIMENTAL_BENCHMARK}
+
+
+def nsw_psid(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", scheduler=None,
+             out=None, quick: bool = False) -> pd.DataFrame:
+    """Paper A's NSW/PSID analysis (:func:`nsw_psid_design`), every estimator with
+    influence-function SEs, 200 draws of the 80 trial controls (``quick``: 5); ``rmse`` and
+    ``bias`` are against the experimental benchmark, ``rmse_ratio`` over trial-only's."""
+    reps = reps or (5 if quick else 200)
+    summary = _run_scenarios(nsw_psid_design, {"nsw-psid": {}}, _estimators(), reps, seed,
+                             n_jobs, backend, scheduler, out)
+    summary["rmse_ratio"] = summary["rmse"] / summary.loc[("nsw-psid", "trial"), "rmse"]
+    if out is not None:
+        summary.to_csv(Path(out).with_name(f"{Path(out).stem}_summary.csv"))
+    return summary
+
+
+#: The estimators of :func:`design_grid_core`: the recommended one, its two ends, the Bayesian
+#: dynamic-borrowing baseline and the oracle (the cheap ones: a minute per 100 replications of a
+#: cell).
+CORE_ESTIMATORS = ("trial", "full", "robust-mixture", "adaptive")
+
+
 def design_grid(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", scheduler=None,
-                out=None, quick: bool = False) -> pd.DataFrame:
+                out=None, quick: bool = False, estimators=None) -> pd.DataFrame:
     """Every estimator on every cell of :data:`GRID_SCENARIOS` (influence-function SEs; the
     pipeline-bootstrap coverage is :func:`bootstrap_coverage`'s job), beside ``oracle`` (the
     unbiased controls only) and ``best-fixed`` (:func:`best_fixed_borrowing`). 500 replications
-    per cell; ``quick``: the cells of :data:`QUICK_GRID`, 10 replications. The summary adds
-    ``rmse_ratio`` (RMSE over trial-only's in the same cell)."""
+    per cell; ``quick``: the cells of :data:`QUICK_GRID`, 10 replications; ``estimators``: a
+    subset of short names (default all). The summary adds ``rmse_ratio`` (RMSE over
+    trial-only's in the same cell)."""
     reps = reps or (10 if quick else 500)
     cells = {k: v for k, v in GRID_SCENARIOS.items() if not quick or k in QUICK_GRID}
     scenarios = {}
     for label, (design, kwargs, propensity) in cells.items():
-        estimators = _estimators(propensity)
-        estimators["oracle"] = OracleEstimator()
-        scenarios[label] = (design, kwargs, estimators)
+        chosen = _estimators(propensity)
+        if estimators is not None:
+            chosen = {name: chosen[name] for name in estimators}
+        chosen["oracle"] = OracleEstimator()
+        scenarios[label] = (design, kwargs, chosen)
     summary = _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler,
                              out, extra_rows=lambda r: best_fixed_borrowing(r).to_frame().T)
     trial = summary.xs("trial", level="estimator")["rmse"]
@@ -209,6 +258,14 @@ def design_grid(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", sc
     if out is not None:
         summary.to_csv(Path(out).with_name(f"{Path(out).stem}_summary.csv"))
     return summary
+
+
+def design_grid_core(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky",
+                     scheduler=None, out=None, quick: bool = False) -> pd.DataFrame:
+    """:func:`design_grid` restricted to :data:`CORE_ESTIMATORS` (and the oracle and best fixed
+    rows): the acceptance table of the recommended estimator, 500 replications per cell."""
+    return design_grid(reps, seed, n_jobs, backend, scheduler, out, quick,
+                       estimators=CORE_ESTIMATORS)
 
 
 def bootstrap_coverage(reps=None, seed: int = 7, n_jobs: int = 1, backend="loky",
@@ -227,6 +284,30 @@ def bootstrap_coverage(reps=None, seed: int = 7, n_jobs: int = 1, backend="loky"
     scenarios = {"linear-bias0": PAPER_A_SCENARIOS["linear-bias0"]}
     return _run_scenarios(paper_a_design, scenarios, estimators, reps, seed, n_jobs, backend,
                           scheduler, out)
+
+
+#: Grid cells of :func:`adaptive_bootstrap_coverage`: exchangeable (normal, skewed, binary) and
+#: biased (where the amount borrowed is most uncertain).
+BOOTSTRAP_CELLS = ("linear-exchangeable", "linear-exponential", "linear-bias0.5x30",
+                   "linear-bias1x30", "binary-exchangeable", "binary-bias0.5x30")
+
+
+def adaptive_bootstrap_coverage(reps=None, seed: int = 11, n_jobs: int = 1, backend="loky",
+                                scheduler=None, out=None, quick: bool = False,
+                                n_boot: int = 200) -> pd.DataFrame:
+    """Coverage of the recommended estimator's default interval (pipeline bootstrap,
+    ``n_boot`` = 200 percentile resamples) on the grid cells of :data:`BOOTSTRAP_CELLS`, 200
+    replications each (``quick``: two cells, 4 replications x 10 resamples)."""
+    reps = reps or (4 if quick else 200)
+    n_boot = 10 if quick else n_boot
+    cells = BOOTSTRAP_CELLS[:2] if quick else BOOTSTRAP_CELLS
+    scenarios = {}
+    for label in cells:
+        design, kwargs, propensity = GRID_SCENARIOS[label]
+        est = StudyEstimator("adaptive", inference="bootstrap", n_boot=n_boot,
+                             propensity=propensity)
+        scenarios[label] = (design, kwargs, {"adaptive": est})
+    return _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler, out)
 
 
 def plot_summary(summary: pd.DataFrame, metric: str = "rmse", ax=None):
