@@ -95,6 +95,9 @@ table.loc["nsw_cps", ["estimate", "std_error", "ci_lower", "ci_upper", "n_borrow
 # %%
 Image(filename=os.path.join(out_dir, "nsw_cps_comparison.png"))
 
+# %%
+Image(filename=os.path.join(out_dir, "nsw_psid_comparison.png"))
+
 # %% [markdown]
 # ## Where to go next
 #
