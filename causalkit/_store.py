@@ -77,6 +77,7 @@ def atomic_write_json(path: Path, value) -> None:
     """Write ``value`` as JSON to ``path`` through an ``O_EXCL`` temporary file in its folder."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)        # mkstemp makes 0600; a side file is as readable as its store
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(value, fh, indent=1, sort_keys=True, default=_json_default)
             fh.write("\n")

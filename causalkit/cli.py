@@ -25,6 +25,7 @@ SYSTEMS_COMMANDS = {
     "netsched": ("causalkit.systems.netsched.cli", "vClos: contention-free cluster scheduling"),
     "smartann": ("causalkit.systems.ann.cli", "SmartANN (same as: systems ann)"),
     "argus": ("causalkit.systems.tracing.cli", "ARGUS (same as: systems trace)"),
+    "tracing": ("causalkit.systems.tracing.cli", "ARGUS (same as: systems trace)"),
     "liver": ("causalkit.systems.elastic.cli", "LiveR (same as: systems elastic)"),
     "shift": ("causalkit.systems.rdma.cli", "SHIFT (same as: systems rdma)"),
     "vclos": ("causalkit.systems.netsched.cli", "vClos (same as: systems netsched)"),

@@ -194,10 +194,13 @@ def _stream(task, keys, n_jobs, backend, scheduler):
 
 
 def _execute(task: Callable, keys: list, description: Callable[[], dict], *, out, overwrite,
-             n_jobs, backend, scheduler, progress, sync_seconds) -> list[dict]:
+             n_jobs, backend, scheduler, progress, sync_seconds, run_order=None,
+             record_warnings: bool = False) -> list[dict]:
     """Run ``task(key) -> list of row dicts`` for every key (an int or a tuple of ints) not yet
-    in ``out``; return the rows of all keys, in the order of ``keys``. ``description()`` gives
-    the design description (computed only when there is a store to check it against)."""
+    in ``out`` (in the order ``sorted(keys, key=run_order)`` if given); return the rows of all
+    keys, in the order of ``keys``. ``description()`` gives the design description (computed
+    only when there is a store to check it against). ``record_warnings``: run in-process tasks
+    inside one :func:`_recording` block (tasks that count their warnings)."""
     bar, store = None, _NoStore()
     if out is not None:
         described = description()
@@ -207,15 +210,19 @@ def _execute(task: Callable, keys: list, description: Callable[[], dict], *, out
         stored = {_hashable(r["key"]): r["rows"] for r in store.records}
         done = {k: stored[k] for k in keys if k in stored}
         todo = [k for k in keys if k not in done]
+        if run_order is not None:
+            todo.sort(key=run_order)
         if progress:
             from tqdm.auto import tqdm
             bar = tqdm(total=len(keys), initial=len(done), desc="repetitions", leave=False)
+        one_block = record_warnings and backend == "loky" and n_jobs == 1
         try:
-            for key, rows in _stream(task, todo, n_jobs, backend, scheduler):
-                store.append({"key": key, "rows": rows})
-                done[key] = rows
-                if bar is not None:
-                    bar.update(1)
+            with _recording() if one_block else contextlib.nullcontext():
+                for key, rows in _stream(task, todo, n_jobs, backend, scheduler):
+                    store.append({"key": key, "rows": rows})
+                    done[key] = rows
+                    if bar is not None:
+                        bar.update(1)
         finally:
             if bar is not None:
                 bar.close()
@@ -267,7 +274,7 @@ def _row(name: str, output, truth: float, alpha: float) -> dict:
         lo, hi = output.conf_int(alpha)
         row.update(estimate=output.value, std_error=output.std_error, ci_lower=lo, ci_upper=hi)
         details = {k: v for k, v in output.details.items() if isinstance(v, (int, float, bool))}
-    elif isinstance(output, Mapping):
+    elif type(output) is dict or isinstance(output, Mapping):
         if "estimate" not in output:
             raise ValueError(f"estimator {name!r} returned a dict without 'estimate'")
         details = {k: v for k, v in output.items() if k not in _RESERVED}
@@ -283,27 +290,58 @@ def _row(name: str, output, truth: float, alpha: float) -> dict:
     return row
 
 
+#: The warnings log of the enclosing :func:`_recording` block (None outside one).
+_RECORDED: list | None = None
+
+
+@contextlib.contextmanager
+def _recording():
+    """Record every warning raised inside the block (filter ``"always"``, so repeats count) in
+    one list; an inner block shares the outer one's list. A study run in-process opens one
+    block around all its replications (see :func:`_execute`), which costs a replication far
+    less than a block of its own; what is still in the list when the outermost block closes
+    was raised outside any replication and is shown then."""
+    global _RECORDED
+    if _RECORDED is not None:
+        yield _RECORDED
+        return
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")
+        _RECORDED = log
+        try:
+            yield log
+        finally:
+            _RECORDED = None
+    registry: dict = {}     # one registry: the usual "default" filter shows a repeat once
+    for message in log:
+        warnings.warn_explicit(message.message, message.category, message.filename,
+                               message.lineno, registry=registry, source=message.source)
+
+
 def _run_replication(rep: int, design: Callable, estimators: Mapping, seed: int,
                      alpha: float) -> list[dict]:
     rng = np.random.default_rng([seed, rep])
     data = design(rng)
-    if not isinstance(data, Mapping) or "truth" not in data:
+    if not (type(data) is dict or isinstance(data, Mapping)) or "truth" not in data:
         raise TypeError("design(rng) must return a dict with a 'truth' entry")
     truth = float(data["truth"])
     rows = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for name, fn in estimators.items():
-            before = len(caught)
-            start = time.perf_counter()
-            try:
-                row = _row(name, fn(data), truth, alpha)
-            except _RECORDED_ERRORS as exc:
-                row = _row(name, np.nan, truth, alpha)
-                row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-            row.update(seconds=time.perf_counter() - start, n_warnings=len(caught) - before,
-                       rep=rep)
-            rows.append(row)
+    with _recording() as caught:
+        first = len(caught)
+        try:
+            for name, fn in estimators.items():
+                before = len(caught)
+                start = time.perf_counter()
+                try:
+                    row = _row(name, fn(data), truth, alpha)
+                except _RECORDED_ERRORS as exc:
+                    row = _row(name, np.nan, truth, alpha)
+                    row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                row.update(seconds=time.perf_counter() - start,
+                           n_warnings=len(caught) - before, rep=rep)
+                rows.append(row)
+        finally:
+            del caught[first:]      # counted, not shown (run_study reports them in one warning)
     return rows
 
 
@@ -385,7 +423,7 @@ def run_study(design: Callable, estimators: Mapping[str, Callable], reps: int, s
                    alpha=alpha)
     rows = _execute(task, list(range(reps)), description, out=out, overwrite=overwrite,
                     n_jobs=n_jobs, backend=backend, scheduler=scheduler, progress=progress,
-                    sync_seconds=sync_seconds)
+                    sync_seconds=sync_seconds, record_warnings=True)
     results = _study_frame(rows)
     _report_warnings(results, seed)
     return results
@@ -431,6 +469,12 @@ def _run_configuration(key, run_once: Callable, configs: Sequence[Mapping], seed
     return [{**config, **row, "rep": rep} for row in rows]
 
 
+def _round_robin(key: tuple) -> tuple:
+    """Run order of an experiment: repetition ``r`` of every configuration before ``r + 1``."""
+    index, rep = key
+    return rep, index
+
+
 def run_experiment(run_once: Callable, configs: Sequence[Mapping], reps: int, seed: int = 0, *,
                    n_jobs: int = 1, backend: str = "loky", scheduler=None, out=None,
                    overwrite: bool | None = None, params: Mapping | None = None,
@@ -448,6 +492,9 @@ def run_experiment(run_once: Callable, configs: Sequence[Mapping], reps: int, se
     reps : int
         Repetitions per configuration. Repetition ``r`` of every configuration uses
         ``numpy.random.default_rng([seed, r])`` (common random numbers across configurations).
+        Tasks start in rounds: repetition ``r`` of every configuration before repetition
+        ``r + 1`` of any, so that a change in machine load hits every configuration alike and
+        an interrupted run leaves balanced results.
     seed, n_jobs, backend, scheduler, out, overwrite, params, progress, sync_seconds
         As in :func:`run_study`; the fingerprint covers ``run_once``, ``configs`` and ``seed``.
 
@@ -474,7 +521,7 @@ def run_experiment(run_once: Callable, configs: Sequence[Mapping], reps: int, se
     keys = [(i, rep) for i in range(len(configs)) for rep in range(reps)]
     rows = _execute(task, keys, description, out=out, overwrite=overwrite, n_jobs=n_jobs,
                     backend=backend, scheduler=scheduler, progress=progress,
-                    sync_seconds=sync_seconds)
+                    sync_seconds=sync_seconds, run_order=_round_robin)
     return pd.DataFrame(rows)
 
 

@@ -33,6 +33,11 @@ STUDIES = {
     "difference-in-means": ("causalkit.studies", "difference_in_means_study"),
     "borrowing-paper-a": ("causalkit.borrowing.studies", "paper_a"),
     "borrowing-gao": ("causalkit.borrowing.studies", "gao"),
+    "borrowing-grid": ("causalkit.borrowing.studies", "design_grid"),
+    "borrowing-grid-core": ("causalkit.borrowing.studies", "design_grid_core"),
+    "borrowing-nsw-psid": ("causalkit.borrowing.studies", "nsw_psid"),
+    "borrowing-bootstrap-adaptive": ("causalkit.borrowing.studies",
+                                     "adaptive_bootstrap_coverage"),
     "longterm-linear": ("causalkit.longterm.studies", "linear_gaussian"),
     "longterm-ihdp": ("causalkit.longterm.studies", "ihdp"),
     "longterm-jobs": ("causalkit.longterm.studies", "jobs"),
@@ -41,9 +46,17 @@ STUDIES = {
     "vclos-collision": ("causalkit.systems.netsched.studies", "collision"),
     "vclos-testbed": ("causalkit.systems.netsched.studies", "testbed"),
     "vclos-large": ("causalkit.systems.netsched.studies", "large"),
+    "smartann-designs": ("causalkit.systems.ann.studies", "designs"),
     "argus-cases": ("causalkit.systems.tracing.studies", "cases"),
+    "argus-calibration": ("causalkit.systems.tracing.studies", "calibration"),
+    "argus-overhead": ("causalkit.systems.tracing.studies", "overhead"),
+    "argus-scaling": ("causalkit.systems.tracing.studies", "scaling"),
     "shift-downtime": ("causalkit.systems.rdma.studies", "downtime"),
     "shift-transports": ("causalkit.systems.rdma.studies", "transports"),
+    "shift-training": ("causalkit.systems.rdma.studies", "training"),
+    "shift-overhead": ("causalkit.systems.rdma.studies", "overhead"),
+    "liver-downtime": ("causalkit.systems.elastic.studies", "downtime"),
+    "liver-scaling": ("causalkit.systems.elastic.studies", "scaling"),
 }
 
 
@@ -123,8 +136,10 @@ def write_manifest(folder, **info) -> Path:
             else:
                 entry["fingerprint"] = None  # an older CSV store: no fingerprint was recorded
         files[rel] = entry
+    program = Path(sys.argv[0])   # ``python -m causalkit`` runs causalkit/__main__.py
+    program = program.parent.name if program.name == "__main__.py" else program.name
     manifest = {"package_version": __version__, "git_commit": _git_commit(),
-                "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                "command": shlex.join([program, *sys.argv[1:]]),
                 "python": platform.python_version(), "host_cpu_count": os.cpu_count(),
                 **info, "files": files}
     path = folder / "MANIFEST.json"

@@ -17,9 +17,13 @@
 5. Calibration: the L2 threshold ``phase_rel`` set on 20 healthy 2-rank runs (false alarms at
    most 10 %, :func:`calibrate_phase_rel`), and the 2-rank cases rerun on their seeds with it.
 
-Usage: python simulations/argus.py [--quick] [--reps N] [--out DIR] [--overwrite]
-Outputs (CSV + PNG) go to simulations/results/argus/ (``quick_`` prefix with --quick), with a
-generated MANIFEST.json.
+Every part runs through the experiment engine (studies ``argus-cases``, ``argus-calibration``,
+``argus-overhead``, ``argus-scaling`` of :mod:`causalkit.systems.tracing.studies`): runs are
+stored in ``runs/*.jsonl`` as they finish, a rerun resumes, ``--overwrite`` starts afresh.
+
+Usage: python simulations/argus.py [--quick] [--reps N] [--seed S] [--out DIR] [--overwrite]
+Outputs (CSV + PNG) go to simulations/results/argus/ (``quick/`` with --quick), with a generated
+MANIFEST.json.
 """
 
 from __future__ import annotations
@@ -40,23 +44,25 @@ import pandas as pd  # noqa: E402
 from causalkit.simulation import engine_options  # noqa: E402
 from causalkit.studies import write_manifest  # noqa: E402
 from causalkit.systems.tracing import (  # noqa: E402
-    SyntheticCluster,
     TraceStore,
     TrainingExperiment,
-    calibrate_phase_rel,
     cupti_scale_window,
     diagnose,
     read_trace,
     round_trip_errors,
 )
 from causalkit.systems.tracing.netns import link_support  # noqa: E402
-from causalkit.systems.tracing.overhead import (  # noqa: E402
-    measure_overhead,
-    paired_ratios,
-    summarize_overhead,
+from causalkit.systems.tracing.overhead import paired_ratios, summarize_overhead  # noqa: E402
+from causalkit.systems.tracing.studies import (  # noqa: E402
+    CASES,
+    calibration_runs,
+    case_runs,
+    overhead_arms,
+    scaling_runs,
+    summarize_cases,
 )
-from causalkit.systems.tracing.studies import CASES, case_runs, summarize_cases  # noqa: E402
 
+HERE = Path(__file__).resolve().parent
 SEED = 2026  # case i of CASES uses seed SEED + i
 
 def _plot_cases(summary: pd.DataFrame, path: Path) -> None:
@@ -88,68 +94,62 @@ def _example_figure(path: Path) -> None:
     plt.close(fig)
 
 
-def _scaling(sizes, reps: int) -> pd.DataFrame:
-    rows = []
-    for n in sizes:
-        for fault in ("compute_straggler", "link_degradation"):
-            for rep in range(reps):
-                row = SyntheticCluster(n, fault=fault, steps=24, seed=rep).run()
-                rows.append(row.assign(rep=rep))
-    return pd.concat(rows, ignore_index=True)
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
     parser.add_argument("--reps", type=int, default=None, help="runs per case study (10)")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "argus"))
+    parser.add_argument("--seed", type=int, default=SEED,
+                        help=f"base seed (default {SEED}; case i of CASES uses seed + i)")
+    parser.add_argument("--out", default=None,
+                        help="results folder (default simulations/results/argus; --quick: "
+                             "DIR/quick)")
     parser.add_argument("--parts", default="cases,calibration,overhead,scaling",
                         help="comma-separated subset of cases (with compression), calibration, "
                              "overhead, scaling")
     parser.add_argument("--overwrite", action="store_true",
-                        help="discard stored case runs instead of resuming")
+                        help="discard stored runs instead of resuming")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    out = Path(args.out) if args.out else HERE / "results" / "argus"
+    out = out / "quick" if args.quick else out
     with engine_options(overwrite=args.overwrite, params={"quick": args.quick}):
-        _run_parts(args)
-    write_manifest(Path(args.out), study="argus", parts=args.parts, reps=args.reps,
+        _run_parts(args, out)
+    write_manifest(out, study="argus", parts=args.parts, reps=args.reps, seed=args.seed,
                    quick=args.quick, wall_seconds=round(time.perf_counter() - start, 3))
+    print(f"argus: results in {out}/ (provenance: MANIFEST.json)")
 
 
-def _run_parts(args) -> None:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = "quick_" if args.quick else ""
+def _run_parts(args, out: Path) -> None:
+    raw = out / "runs"
+    raw.mkdir(parents=True, exist_ok=True)
     reps = args.reps or (1 if args.quick else 10)
     cases = CASES[:1] if args.quick else CASES
-    raw = out / f"{prefix}runs"
-    raw.mkdir(exist_ok=True)
     parts = set(args.parts.split(","))
     if "cases" in parts:
-        _cases_and_compression(cases, reps, raw, out, prefix, args.quick)
+        _cases_and_compression(cases, reps, args.seed, raw, out, args.quick)
     if "calibration" in parts:
-        _calibration(cases, raw, out, prefix, args.quick, reps)
+        _calibration(args.seed, raw, out, args.quick)
     if "overhead" in parts:
-        _overhead(out, prefix, args.quick)
+        _overhead(args.seed, raw, out, args.quick)
     if "scaling" in parts:
-        _scaling_part(out, prefix, args.quick)
+        _scaling_part(args.seed, raw, out, args.quick)
     if "cases" in parts and not args.quick:
         _example_figure(out / "diagnosis_example.png")
 
 
-def _cases_and_compression(cases, reps, raw, out, prefix, quick) -> None:
+def _cases_and_compression(cases, reps, seed, raw, out, quick) -> None:
     real_link, why = link_support()
     if not real_link:
         print(f"real-link case skipped: {why}")
-    frames = [case_runs(f, ws, mode, reps, SEED, raw, 40 if quick else 48)
+    frames = [case_runs(f, ws, mode, reps, seed, raw, 40 if quick else 48)
               for f, ws, mode in cases if mode != "tbf" or real_link]
     cases_frame = pd.concat(frames, ignore_index=True)
     summary = summarize_cases(cases_frame)
-    summary.to_csv(out / f"{prefix}cases.csv", index=False)
-    _plot_cases(summary, out / f"{prefix}cases.png")
+    summary.to_csv(out / "cases.csv", index=False)
+    _plot_cases(summary, out / "cases.png")
     print(summary.round(3).to_string(index=False))
     errors = _real_round_trip(40 if quick else 48)
-    errors.to_csv(out / f"{prefix}compression_real_kernels.csv", index=False)
+    errors.to_csv(out / "compression_real_kernels.csv", index=False)
     comp = [{"source": "real profiler windows (case studies)", "n_events": np.nan,
              "ratio": float(cases_frame["compression_ratio"].median()), "simulated": False},
             {"source": "real profiler windows (fault-free run, raw kept)",
@@ -165,35 +165,23 @@ def _cases_and_compression(cases, reps, raw, out, prefix, quick) -> None:
                      "ratio": r["ratio"], "p50_err_max": r["p50_err_max"],
                      "p99_err_max": r["p99_err_max"], "simulated": True})
     comp = pd.DataFrame(comp)
-    comp.to_csv(out / f"{prefix}compression.csv", index=False)
+    comp.to_csv(out / "compression.csv", index=False)
     print(comp.round(1).to_string(index=False))
 
 
-def _calibration(cases, raw, out, prefix, quick, reps) -> None:
+def _calibration(seed, raw, out, quick) -> None:
     """phase_rel calibrated on healthy 2-rank runs (seeds apart from the case studies'), then
-    the 2-rank ``cases`` and the fault-free case rerun on their own seeds with it."""
-    steps = 40 if quick else 48
-    with tempfile.TemporaryDirectory(prefix="argus-calibration-") as tmp:
-        stores = []
-        for i in range(4 if quick else 20):
-            TrainingExperiment(world_size=2, steps=steps, seed=10_000 + i,
-                               out_dir=Path(tmp) / str(i)).trace()
-            stores.append(TraceStore(next((Path(tmp) / str(i)).iterdir()) / "traces"))
-        phase_rel, table = calibrate_phase_rel(stores, max_false_alarm=0.1)
-    table["chosen"] = table["phase_rel"] == phase_rel
-    table.to_csv(out / f"{prefix}calibration.csv", index=False)
+    the 2-rank cases and the fault-free case rerun on their own seeds with it."""
+    phase_rel, table, frame = calibration_runs(seed=seed, out=raw / "calibration.jsonl",
+                                               quick=quick, folder=raw)
+    table.to_csv(out / "calibration.csv", index=False)
     print(table.to_string(index=False))
-    healthy = (None, 2, "emulated")
-    rerun = [c for c in cases if c[1] == 2 and c != healthy] + [healthy]
-    frames = [case_runs(f, ws, mode, reps, SEED, raw, steps, {"phase_rel": phase_rel})
-              for f, ws, mode in rerun]
-    summary = summarize_cases(pd.concat(frames, ignore_index=True))
+    summary = summarize_cases(frame)
     summary.insert(1, "phase_rel", phase_rel)
-    summary.to_csv(out / f"{prefix}cases_calibrated.csv", index=False)
+    summary.to_csv(out / "cases_calibrated.csv", index=False)
     print(summary.round(3).to_string(index=False))
-    if (out / f"{prefix}cases.csv").exists():
-        _plot_calibrated(pd.read_csv(out / f"{prefix}cases.csv"), summary,
-                         out / f"{prefix}cases_calibrated.png")
+    if (out / "cases.csv").exists():
+        _plot_calibrated(pd.read_csv(out / "cases.csv"), summary, out / "cases_calibrated.png")
 
 
 def _plot_calibrated(default: pd.DataFrame, calibrated: pd.DataFrame, path: Path) -> None:
@@ -236,12 +224,12 @@ def _real_round_trip(steps: int) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _overhead(out, prefix, quick) -> None:
-    arms = measure_overhead(pairs=30 if quick else 800)
-    arms.to_csv(out / f"{prefix}overhead_arms.csv", index=False)
+def _overhead(seed, raw, out, quick) -> None:
+    arms = overhead_arms(seed=seed, out=raw / "overhead.jsonl", quick=quick)
+    arms.to_csv(out / "overhead_arms.csv", index=False)
     overhead = summarize_overhead(arms).reset_index()
-    overhead.to_csv(out / f"{prefix}overhead.csv", index=False)
-    _plot_overhead(arms, overhead, out / f"{prefix}overhead.png")
+    overhead.to_csv(out / "overhead.csv", index=False)
+    _plot_overhead(arms, overhead, out / "overhead.png")
     print(overhead.round(2).to_string(index=False))
 
 
@@ -285,10 +273,9 @@ def _plot_overhead(arms, overhead, path) -> None:
     plt.close(fig)
 
 
-def _scaling_part(out, prefix, quick) -> None:
-    sizes = (64, 256) if quick else (64, 256, 1024, 4096, 10_000)
-    scaling = _scaling(sizes, 1 if quick else 2)
-    scaling.to_csv(out / f"{prefix}scaling.csv", index=False)
+def _scaling_part(seed, raw, out, quick) -> None:
+    scaling = scaling_runs(seed=seed, out=raw / "scaling.jsonl", quick=quick)
+    scaling.to_csv(out / "scaling.csv", index=False)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for fault, sub in scaling.groupby("fault"):
         med = sub.groupby("n_ranks")["diagnose_s"].median()
@@ -300,7 +287,7 @@ def _scaling_part(out, prefix, quick) -> None:
     ax.set_title("L1-L3 diagnosis time vs ranks (SIMULATED traces)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / f"{prefix}scaling.png", dpi=120)
+    fig.savefig(out / "scaling.png", dpi=120)
     plt.close(fig)
     print(scaling.round(3).to_string(index=False))
 

@@ -9,11 +9,10 @@ Usage::
     python simulations/shift.py            # full size, writes simulations/results/shift/
     python simulations/shift.py --quick    # seconds-scale smoke run, writes .../shift/quick/
 
-The downtime and transport studies run through the experiment engine
-(``causalkit simulate shift-downtime`` / ``shift-transports`` run them alone): their runs are
-stored in ``raw/`` as they finish and a rerun resumes. The other sections write their CSV when
-they finish and a rerun skips sections whose CSV exists, unless ``--overwrite``.
-``MANIFEST.json`` records the provenance.
+The downtime, transport, training and datapath-overhead studies run through the experiment engine
+(``causalkit simulate shift-downtime`` / ``shift-transports`` / ``shift-training`` /
+``shift-overhead`` run them alone): their runs are stored in ``raw/`` as they finish, a rerun
+resumes and ``--overwrite`` starts afresh. ``MANIFEST.json`` records the provenance.
 """
 
 from __future__ import annotations
@@ -30,44 +29,17 @@ import pandas as pd  # noqa: E402
 
 from causalkit.simulation import engine_options  # noqa: E402
 from causalkit.studies import add_study_arguments, write_manifest  # noqa: E402
-from causalkit.systems.rdma import (  # noqa: E402
-    FailoverTrainingExperiment,
-    check_trilemma,
-    measure_datapath_overhead,
+from causalkit.systems.rdma import check_trilemma  # noqa: E402
+from causalkit.systems.rdma.studies import (  # noqa: E402
+    downtime_runs,
+    overhead,
+    summarize_downtime,
+    summarize_training,
+    training_runs,
+    transports,
 )
-from causalkit.systems.rdma.studies import downtime_runs, summarize_downtime, transports  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-FULL = {"overhead_ops": 5000, "overhead_reps": 5, "train_iters": 120, "ckpt_every": 40,
-        "fault_at_iter": 90, "n_params": 8192, "restart_s": 2.0, "train_reps": 3}
-QUICK = {"overhead_ops": 256, "overhead_reps": 1, "train_iters": 16, "ckpt_every": 5,
-         "fault_at_iter": 8, "n_params": 512, "restart_s": 0.2, "train_reps": 1}
-
-
-def _cached(path: Path, overwrite: bool, fn):
-    if path.exists() and not overwrite:
-        print(f"  {path.name}: exists, skipped (use --overwrite to recompute)")
-        return pd.read_csv(path)
-    t0 = time.perf_counter()
-    df = fn()
-    df.to_csv(path, index=False)
-    print(f"  {path.name}: {len(df)} rows in {time.perf_counter() - t0:.1f} s")
-    return df
-
-
-def training_study(cfg, prog_path: Path) -> pd.DataFrame:
-    """The three training modes, repeated (interleaved) so that machine load hits all alike."""
-    rows, progress = [], []
-    for rep in range(cfg["train_reps"]):
-        train = FailoverTrainingExperiment(iterations=cfg["train_iters"],
-                                           ckpt_every=cfg["ckpt_every"],
-                                           fault_at=cfg["fault_at_iter"],
-                                           n_params=cfg["n_params"], restart_s=cfg["restart_s"],
-                                           seed=rep)
-        rows.append(train.run().assign(rep=rep))
-        progress.append(train.progress_.assign(rep=rep))
-    pd.concat(progress, ignore_index=True).to_csv(prog_path, index=False)
-    return pd.concat(rows, ignore_index=True)
 
 
 def trilemma_tables():
@@ -143,7 +115,6 @@ def main(argv=None) -> int:
     add_study_arguments(parser)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    cfg = QUICK if args.quick else FULL
     out = (Path(args.out) if args.out else HERE / "results" / "shift") / (
         "quick" if args.quick else "")
     (out / "raw").mkdir(parents=True, exist_ok=True)
@@ -161,38 +132,25 @@ def main(argv=None) -> int:
         runs, series = downtime_runs(args.reps, out=out / "raw" / "downtime.jsonl", **engine)
         transports(args.reps, out=out / "raw" / "transports.jsonl", **engine).to_csv(
             out / "transports.csv", index=False)
+        datapath = overhead(args.reps, args.seed, out=out / "raw" / "overhead.jsonl",
+                            quick=args.quick)
+        training, progress = training_runs(args.reps, args.seed,
+                                           out / "raw" / "training.jsonl", args.quick)
     runs.to_csv(out / "downtime_runs.csv", index=False)
     series.to_csv(out / "throughput_series.csv", index=False)
     summary = summarize_downtime(runs)
     summary.to_csv(out / "downtime_summary.csv", index=False)
-    overhead = _cached(out / "overhead.csv", args.overwrite,
-                       lambda: measure_datapath_overhead(cfg["overhead_ops"], cfg["overhead_reps"]))
-    prog_path = out / "training_progress.csv"
-    training = _cached(out / "training.csv", args.overwrite,
-                       lambda: training_study(cfg, prog_path))
-    progress = pd.read_csv(prog_path)
-    training_summary = training.groupby("mode", sort=False).agg(
-        reps=("rep", "size"), normalized_s=("normalized_s", "median"),
-        executed=("executed", "median"), wall_s_median=("wall_s", "median"),
-        wall_s_min=("wall_s", "min"), wall_s_max=("wall_s", "max"),
-        recomputed=("recomputed", "mean"), restarts=("restarts", "mean"),
-        failovers=("failovers", "mean"),
-        equal_to_no_fault=("equal_to_no_fault", "all")).reset_index()
-    # machine load changes the iteration time several-fold between runs, so also price every
-    # mode's work at one pooled iteration time (median over all runs) plus its fixed costs
-    t_iter = float(training["median_iter_s"].median())
-    pooled = (training["executed"] * t_iter + training["restarts"] * cfg["restart_s"]
-              + training["executed"] // cfg["ckpt_every"] * 0.05)
-    training_summary["pooled_iter_s"] = t_iter
-    training_summary["pooled_time_s"] = pooled.groupby(training["mode"]).median().reindex(
-        training_summary["mode"]).to_numpy()
+    datapath.to_csv(out / "overhead.csv", index=False)
+    training.to_csv(out / "training.csv", index=False)
+    progress.to_csv(out / "training_progress.csv", index=False)
+    training_summary = summarize_training(training, args.quick)
     training_summary.to_csv(out / "training_summary.csv", index=False)
-    figures(out, series, summary, overhead, progress, note)
+    figures(out, series, summary, datapath, progress, note)
     write_manifest(out, study="shift", reps=args.reps, seed=args.seed, quick=args.quick,
                    n_jobs=args.jobs, wall_seconds=round(time.perf_counter() - start, 3))
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(summary.to_string(index=False))
-        print(overhead.to_string(index=False))
+        print(datapath.to_string(index=False))
         print(training_summary.to_string(index=False))
     return 0
 

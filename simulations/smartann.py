@@ -1,15 +1,10 @@
-"""SmartANN study: default vs auto-designed IVF-PQ and HNSW indexes on offline vector sets.
+"""SmartANN study: default vs auto-designed IVF-PQ and HNSW indexes on offline vector sets
+(study ``smartann-designs``, :mod:`causalkit.systems.ann.studies`).
 
-For each data set and family: the baseline a user would pick (IVF{sqrt n},PQ{d/4} with an nprobe
-sweep; HNSW M=16, efConstruction=200 with an ef sweep), its diagnosis table, the auto-designed
-index, Recall@10 vs single-thread QPS curves of both (same faiss engine), the recall gain at
-equal QPS, the QPS gain at equal recall, and diagnosis + design time as a multiple of the
-baseline build time. For IVF-PQ the index configured directly with faiss is swept as well.
-
-Writes into simulations/results/smartann/: curves.csv (one row per design, budget and
-repetition), summary.csv, diagnosis_<set>_<family>.csv, actions_<set>_<family>.csv and
-curves.png. Each (data set, family) pair is appended as it finishes; a rerun skips pairs already
-in summary.csv.
+Writes into simulations/results/smartann/ (``quick/`` with --quick): the engine's stores
+(``raw/designs_<set>.jsonl``, resumable: a rerun runs only what is missing, ``--overwrite``
+starts afresh), curves.csv (one row per design, budget and repetition), summary.csv,
+diagnosis_<set>_<family>.csv, actions_<set>_<family>.csv, curves.png and MANIFEST.json.
 
     python simulations/smartann.py            # full size (tens of minutes on 2 cores)
     python simulations/smartann.py --quick    # seconds-scale smoke run (synthetic data)
@@ -20,15 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 
-OUT = Path(__file__).resolve().parent / "results" / "smartann"
+from causalkit.simulation import engine_options
+from causalkit.studies import add_study_arguments, write_manifest
+from causalkit.systems.ann.studies import FULL, design_runs
 
-
-def _append(df: pd.DataFrame, path: Path) -> None:
-    df.to_csv(path, mode="a", header=not path.exists(), index=False)
+HERE = Path(__file__).resolve().parent
 
 
 def plot_all(curves: pd.DataFrame, path: Path) -> None:
@@ -51,47 +47,32 @@ def plot_all(curves: pd.DataFrame, path: Path) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="seconds-scale smoke run")
-    parser.add_argument("--datasets", nargs="+", default=["sift", "patches", "text"])
-    parser.add_argument("--families", nargs="+", default=["ivfpq", "hnsw"])
-    parser.add_argument("--n-base", type=int, default=30000)
-    parser.add_argument("--n-queries", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--out", default=None, help="output folder (default results/smartann)")
+    add_study_arguments(parser)
+    parser.add_argument("--datasets", nargs="+", default=None,
+                        help=f"data sets (default {' '.join(FULL['datasets'])}; --quick: "
+                             "synthetic)")
+    parser.add_argument("--families", nargs="+", default=None, choices=("ivfpq", "hnsw"))
     args = parser.parse_args(argv)
-
-    import faiss
-
-    from causalkit.systems.ann.experiment import ANNExperiment
-    faiss.omp_set_num_threads(1)          # single-thread builds and searches (shared 2 cores)
-    out = Path(args.out) if args.out else OUT
-    if args.quick:
-        args.datasets, args.n_base, args.n_queries = ["synthetic"], 10000, 200
-        out = out / "quick"
-    out.mkdir(parents=True, exist_ok=True)
-    summary_path, curves_path = out / "summary.csv", out / "curves.csv"
-    done = set()
-    if summary_path.exists():
-        prev = pd.read_csv(summary_path)
-        done = set(zip(prev["dataset"], prev["family"], strict=True))
-    for name in args.datasets:
-        for fam in args.families:
-            if (name, fam) in done:
-                print(f"[{name}/{fam}] already in {summary_path}; skipped")
-                continue
-            n_base = None if name == "text" else args.n_base
-            exp = ANNExperiment(datasets=(name,), families=(fam,), n_base=n_base,
-                                n_queries=args.n_queries, repeats=args.repeats,
-                                qps_repeats=2 if args.quick else 3, progress=True)
-            curves = exp.run()
-            exp.diagnoses_[(name, fam)].to_csv(out / f"diagnosis_{name}_{fam}.csv", index=False)
+    start = time.perf_counter()
+    out = Path(args.out) if args.out else HERE / "results" / "smartann"
+    out = out / "quick" if args.quick else out
+    (out / "raw").mkdir(parents=True, exist_ok=True)
+    with engine_options(overwrite=args.overwrite, params={"quick": args.quick}):
+        runs = design_runs(args.reps, args.seed, out / "raw" / "designs.jsonl", args.quick,
+                           args.datasets, args.families, progress=True)
+    for exp in runs:
+        for (name, fam), table in exp.diagnoses_.items():
+            table.to_csv(out / f"diagnosis_{name}_{fam}.csv", index=False)
             exp.actions_[(name, fam)].to_csv(out / f"actions_{name}_{fam}.csv", index=False)
-            _append(curves, curves_path)
-            _append(exp.summary_, summary_path)
-            print(exp.summary_.T.to_string(), flush=True)
-    curves = pd.read_csv(curves_path)
+    curves = pd.concat([exp.results_ for exp in runs], ignore_index=True)
+    summary = pd.concat([exp.summary_ for exp in runs], ignore_index=True)
+    curves.to_csv(out / "curves.csv", index=False)
+    summary.to_csv(out / "summary.csv", index=False)
     plot_all(curves, out / "curves.png")
-    print(f"wrote {out}")
+    write_manifest(out, study="smartann-designs", reps=args.reps, seed=args.seed,
+                   quick=args.quick, wall_seconds=round(time.perf_counter() - start, 3))
+    print(summary.T.to_string(header=False))
+    print(f"smartann: results in {out}/ (provenance: MANIFEST.json)")
     return 0
 
 

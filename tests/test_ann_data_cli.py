@@ -2,6 +2,7 @@
 
 import faiss
 import numpy as np
+import pandas as pd
 import pytest
 
 from causalkit.datasets import load_ann
@@ -89,3 +90,27 @@ def test_cli_runs_and_writes_tables(tmp_path, capsys):
     assert "hnsw diagnosis" in text and "not simulated" in text
     assert (tmp_path / "out" / "diagnosis.csv").exists()
     assert (tmp_path / "out" / "smartann.png").exists()
+
+
+def test_designs_study_resumes_from_its_store_and_is_registered(tmp_path):
+    from causalkit.simulation import load_results
+    from causalkit.studies import STUDIES
+    from causalkit.systems.ann import studies
+
+    assert STUDIES["smartann-designs"] == ("causalkit.systems.ann.studies", "designs")
+    out = tmp_path / "designs.jsonl"
+    first = studies.design_runs(reps=1, out=out, quick=True, families=("hnsw",))[0]
+    stored = load_results(tmp_path / "designs_synthetic.jsonl")
+    assert len(stored) == 1 and stored["family"].item() == "hnsw"
+    again = studies.design_runs(reps=1, out=out, quick=True, families=("hnsw",))[0]
+    # read back, not rerun: the timed QPS values are identical
+    pd.testing.assert_frame_equal(again.results_, first.results_)
+    assert not first.results_["simulated"].any()
+
+
+def test_cli_bad_sizes_exit_2_with_one_line(capsys):
+    from causalkit.cli import main
+    assert main(["systems", "ann", "--dataset", "synthetic", "--n-base", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and err.startswith("causalkit systems ann: ")
+    assert "n_base" in err

@@ -43,6 +43,7 @@ def test_quick_and_full_runs_write_distinct_default_folders(tmp_path):
     assert load_results(full / "difference-in-means.jsonl")["rep"].nunique() == 20
     full_manifest = json.loads((full / "MANIFEST.json").read_text())
     assert list(full_manifest["files"]) == ["difference-in-means.jsonl"]  # quick/ has its own
+    assert full_manifest["command"] == "causalkit simulate difference-in-means --reps 20"
 
 
 def test_a_changed_design_is_a_one_line_error_and_overwrite_is_the_way_out(tmp_path):

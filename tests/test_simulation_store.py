@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from functools import partial
 from pathlib import Path
 
@@ -295,6 +296,23 @@ def test_run_experiment_seeds_by_repetition_and_resumes(tmp_path):
                        progress=False)
 
 
+def test_run_experiment_runs_repetitions_in_rounds_and_returns_config_order(tmp_path):
+    started = []
+
+    def run_once(rng, rep, *, size):
+        started.append((size, rep))
+        return {"value": float(rng.normal(size=size).mean())}
+
+    out = tmp_path / "rounds.jsonl"
+    run_experiment(run_once, [{"size": 2}, {"size": 3}], 2, out=out, progress=False)
+    assert started == [(2, 0), (3, 0), (2, 1), (3, 1)]
+    started.clear()
+    frame = run_experiment(run_once, [{"size": 2}, {"size": 3}], 3, out=out, progress=False)
+    assert started == [(2, 2), (3, 2)]         # only the missing round runs
+    assert list(zip(frame["size"], frame["rep"], strict=True)) == [
+        (2, 0), (2, 1), (2, 2), (3, 0), (3, 1), (3, 2)]
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"run_once": None}, "run_once"),
     ({"configs": {"size": 1}}, "configs"),
@@ -336,3 +354,32 @@ def test_an_all_nan_diagnostic_keeps_its_column(tmp_path):
                     progress=False)
     assert res["share"].isna().all() and res["std_error"].isna().all()
     assert load_results(tmp_path / "s.jsonl")["share"].isna().all()
+
+
+def _warning_design(rng):
+    warnings.warn("from the design, not counted", UserWarning, stacklevel=1)
+    return {"truth": 0.0, "x": rng.normal(), "y": rng.normal(size=10)}
+
+
+def _warns_twice(data):
+    for _ in range(2):      # the same warning from the same line: both count, every time
+        warnings.warn("repeated", RuntimeWarning, stacklevel=1)
+    return data["x"]
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_warnings_are_counted_per_replication_and_filters_restored(n_jobs, tmp_path):
+    from causalkit.exceptions import CausalkitWarning
+
+    before = list(warnings.filters)
+    with pytest.warns(CausalkitWarning, match="w: 6 in 3 replication") as record:
+        warnings.simplefilter("always")
+        res = run_study(_warning_design, {"w": _warns_twice, "quiet": ESTIMATORS["mean"]}, 3,
+                        out=tmp_path / "w.jsonl", n_jobs=n_jobs, progress=False)
+    counts = res.set_index(["estimator", "rep"])["n_warnings"]
+    assert (counts.loc["w"] == 2).all() and (counts.loc["quiet"] == 0).all()
+    shown = [str(w.message) for w in record]
+    assert not any("repeated" in m for m in shown)        # counted, not shown
+    if n_jobs == 1:     # in-process: the design's own warnings are shown as usual
+        assert shown.count("from the design, not counted") == 3
+    assert warnings.filters == before

@@ -1,14 +1,18 @@
 """Systems experiment drivers, one subpackage per paper.
 
-=========  ========  ===========================  =========================================
-package    paper     command line                 studies / results folder
-=========  ========  ===========================  =========================================
-ann        SmartANN  systems ann | smartann       simulations/results/smartann
-tracing    ARGUS     systems trace | argus        argus-cases; simulations/results/argus
-elastic    LiveR     systems elastic | liver      simulations/results/liver
-rdma       SHIFT     systems rdma | shift         shift-downtime, shift-transports; .../shift
-netsched   vClos     systems netsched | vclos     vclos-collision, -testbed, -large; .../vclos
-=========  ========  ===========================  =========================================
+=========  ========  ========================  ==================================================
+package    paper     command line              studies (results: simulations/results/PAPER)
+=========  ========  ========================  ==================================================
+ann        SmartANN  systems ann | smartann    smartann-designs
+tracing    ARGUS     systems trace | argus     argus-cases, -calibration, -overhead, -scaling
+elastic    LiveR     systems elastic | liver   liver-downtime, -scaling
+rdma       SHIFT     systems rdma | shift      shift-downtime, -transports, -training, -overhead
+netsched   vClos     systems netsched | vclos  vclos-collision, -testbed, -large
+=========  ========  ========================  ==================================================
+
+The package names say what a driver does (``systems tracing`` is accepted for ``systems trace``);
+the paper names are the command-line aliases, the study prefixes, the results folders and the
+``simulations/PAPER.py`` scripts.
 
 Every driver's experiment class exposes ``run_once(rng, rep, **config)`` (one repetition's
 rows) and a ``run()`` that goes through the experiment engine

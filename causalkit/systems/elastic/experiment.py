@@ -19,7 +19,7 @@ from .layout import ModelSpec, ParallelLayout, layout_for
 from .timeline import goodput, loss_curve, phase_table
 from .trainer import ElasticTrainer
 
-__all__ = ["ElasticExperiment", "parse_schedule"]
+__all__ = ["ElasticExperiment", "parse_schedule", "tidy_runs"]
 
 
 def parse_schedule(schedule, spec: ModelSpec) -> list[ParallelLayout]:
@@ -44,6 +44,19 @@ def parse_schedule(schedule, spec: ModelSpec) -> list[ParallelLayout]:
                             f"got {item!r}")
         out.append(spec.validate(layout, name=f"schedule[{i}]"))
     return out
+
+
+def tidy_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Split the engine's rows of :meth:`ElasticExperiment.run_once` into the per-event table
+    (one row per resize event and run; a run without events keeps one row) and the loss
+    curves (``rep, mode, step, loss, layout``)."""
+    curves = pd.DataFrame([{"rep": run["rep"], "mode": run["mode"], **point}
+                           for run in runs.to_dict("records") for point in run["loss_curve"]])
+    rows = []
+    for run in runs.drop(columns="loss_curve").to_dict("records"):
+        events = run.pop("events")
+        rows.extend([{**run, **event} for event in events] or [run])
+    return pd.DataFrame(rows), curves
 
 
 class ElasticExperiment:
@@ -74,7 +87,7 @@ class ElasticExperiment:
     Attributes (after :meth:`run`)
     ------------------------------
     loss_curves_ : DataFrame
-        ``rep, step, loss, layout`` for every run.
+        ``rep, mode, step, loss, layout`` for every run.
     """
 
     def __init__(self, schedule, steps: int = 40, mode: str = "live", *, spec=None,
@@ -115,14 +128,8 @@ class ElasticExperiment:
         self._validate()
         runs = run_experiment(self.run_once, [{}], self.repeats, self.seed, out=out,
                               overwrite=overwrite, progress=progress)
-        self.loss_curves_ = pd.DataFrame(
-            [{"rep": rep, **point} for rep, curve in zip(runs["rep"], runs["loss_curve"],
-                                                          strict=True) for point in curve])
-        rows = []
-        for run in runs.drop(columns="loss_curve").to_dict("records"):
-            events = run.pop("events")
-            rows.extend([{**run, **event} for event in events] or [run])
-        return pd.DataFrame(rows)
+        events, self.loss_curves_ = tidy_runs(runs)
+        return events
 
     def run_once(self, rng: np.random.Generator, rep: int) -> dict:
         """One run (the engine's ``run_once`` protocol), the model seeded from ``rng``.

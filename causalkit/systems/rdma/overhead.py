@@ -18,7 +18,7 @@ from causalkit._validation import check_positive_int
 from causalkit.systems.rdma.verbs import Opcode, QPCap, SendWR, WCStatus
 from causalkit.systems.rdma.workloads import _connect, build_ring
 
-__all__ = ["measure_datapath_overhead"]
+__all__ = ["measure_datapath_overhead", "datapath_costs", "summarize_datapath"]
 
 
 def _one(shift: bool, n_ops: int, transport: str, seed: int) -> dict:
@@ -72,12 +72,24 @@ def measure_datapath_overhead(n_ops: int = 2000, reps: int = 3, transport: str =
     """
     check_positive_int(n_ops, "n_ops", minimum=64)
     check_positive_int(reps, "reps")
-    rows = []
-    for rep in range(reps):
-        for shift in (False, True):  # interleaved so machine load affects both alike
-            for op, us in _one(shift, n_ops, transport, seed + rep).items():
-                rows.append({"op": op.removesuffix("_us"), "shift": shift, "rep": rep, "us": us})
-    df = pd.DataFrame(rows).groupby(["op", "shift"], as_index=False)["us"].median()
+    rows = [row for rep in range(reps)
+            for row in datapath_costs(n_ops, transport, seed + rep, rep=rep)]
+    return summarize_datapath(pd.DataFrame(rows), transport)
+
+
+def datapath_costs(n_ops: int, transport: str = "inprocess", seed: int = 0,
+                   rep: int = 0) -> list[dict]:
+    """One repetition: per-call microseconds of every operation, plain RC then SHIFT (back to
+    back, so machine load affects both alike); rows ``op, shift, rep, us``."""
+    return [{"op": op.removesuffix("_us"), "shift": shift, "rep": rep, "us": us}
+            for shift in (False, True)
+            for op, us in _one(shift, n_ops, transport, seed).items()]
+
+
+def summarize_datapath(rows: pd.DataFrame, transport: str) -> pd.DataFrame:
+    """Median per-call microseconds per (operation, shift) over repetitions, with the ratio
+    SHIFT / plain and ``emulated=True``."""
+    df = rows.groupby(["op", "shift"], as_index=False)["us"].median()
     plain = df[~df["shift"]].set_index("op")["us"]
     df["ratio_vs_plain"] = df["us"] / df["op"].map(plain)
     df["emulated"] = True

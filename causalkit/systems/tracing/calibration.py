@@ -26,7 +26,7 @@ import pandas as pd
 from causalkit.exceptions import CausalkitWarning
 from causalkit.systems.tracing.diagnosis import diagnose
 
-__all__ = ["calibrate_phase_rel", "PHASE_REL_GRID"]
+__all__ = ["calibrate_phase_rel", "false_alarms", "choose_phase_rel", "PHASE_REL_GRID"]
 
 #: Default grid of :func:`calibrate_phase_rel` (the reference default first).
 PHASE_REL_GRID = (0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0)
@@ -58,18 +58,44 @@ def calibrate_phase_rel(stores, grid=PHASE_REL_GRID, max_false_alarm: float = 0.
     stores = list(stores)
     if not stores:
         raise ValueError("stores must hold at least one healthy run")
+    _grid(grid), _check_rate(max_false_alarm)           # fail before any diagnosis
+    alarms = np.array([false_alarms(store, grid, **diagnose_options) for store in stores])
+    return choose_phase_rel(alarms, grid, max_false_alarm)
+
+
+def _grid(grid) -> np.ndarray:
     grid = np.sort(np.asarray(grid, dtype=float))
     if grid.size == 0 or not np.all(grid > 0):
         raise ValueError(f"grid must hold values > 0; got {grid.tolist()}")
+    return grid
+
+
+def _check_rate(max_false_alarm) -> None:
     if not 0 <= max_false_alarm < 1:
         raise ValueError(f"max_false_alarm must be in [0, 1); got {max_false_alarm!r}")
+
+
+def false_alarms(store, grid=PHASE_REL_GRID, **diagnose_options) -> np.ndarray:
+    """Whether diagnosis of one healthy run finds a root cause, at each ``phase_rel`` of
+    ``grid`` (in increasing order): a boolean array, one entry per grid value."""
     if "phase_rel" in diagnose_options:
         raise TypeError("phase_rel is what is calibrated; do not pass it")
-    alarms = np.array([[bool(diagnose(store, phase_rel=float(value),
-                                      **diagnose_options).culprits) for store in stores]
-                       for value in grid])
-    table = pd.DataFrame({"phase_rel": grid, "false_alarm_rate": alarms.mean(axis=1),
-                          "runs": len(stores)})
+    return np.array([bool(diagnose(store, phase_rel=float(value), **diagnose_options).culprits)
+                     for value in _grid(grid)])
+
+
+def choose_phase_rel(alarms, grid=PHASE_REL_GRID,
+                     max_false_alarm: float = 0.1) -> tuple[float, pd.DataFrame]:
+    """The calibration's choice from per-run :func:`false_alarms` (``runs x grid``), as
+    returned by :func:`calibrate_phase_rel`."""
+    grid = _grid(grid)
+    alarms = np.asarray(alarms, dtype=bool)
+    if alarms.ndim != 2 or alarms.shape[1] != grid.size or alarms.shape[0] == 0:
+        raise ValueError(f"alarms must be a (runs, {grid.size}) array; got shape "
+                         f"{alarms.shape}")
+    _check_rate(max_false_alarm)
+    table = pd.DataFrame({"phase_rel": grid, "false_alarm_rate": alarms.mean(axis=0),
+                          "runs": alarms.shape[0]})
     ok = table["false_alarm_rate"] <= max_false_alarm
     if not ok.any():
         warnings.warn(f"no phase_rel in the grid keeps false alarms <= {max_false_alarm:.0%} "

@@ -26,7 +26,8 @@ Levels (all automatic here; run on one window of steps):
   400-point log grid, scored by mean Wasserstein-1 distance to the other ranks (normalised by
   the kernel's median p50) and flagged by an IQR fence or, for a degraded half, the block rule
   (:func:`levels.block_outliers`, on each rank's pooled median). A link degradation is read at
-  group level: with no compute anomaly, a communication group smaller than the job in which at
+  group level: a communication group smaller than the job, with no compute straggler among its
+  members (a straggler elsewhere delays other groups' collectives, not this one's), in which at
   least half the members have flagged (not waiting) kernels of that group's collective, and
   whose members' median collective time is at least ``phase_rel`` above all ranks' median
   (phase channel), is named as a whole. A link cannot be told from one rank's data alone, so a
@@ -539,7 +540,7 @@ def _compose(table: pd.DataFrame, ktable: pd.DataFrame, per_step: pd.DataFrame, 
                                         "explained by waiting for peers",
                                confidence=float(c["vote"])))
     link = pd.DataFrame(columns=ktable.columns)
-    if len(kflag) and not culprits:
+    if len(kflag):
         is_comm = np.array([_is_comm_kernel(k, s) for k, s in
                             zip(kflag["kernel"], kflag["stream"], strict=True)], dtype=bool)
         comm = kflag.loc[is_comm]
@@ -553,8 +554,8 @@ def _compose(table: pd.DataFrame, ktable: pd.DataFrame, per_step: pd.DataFrame, 
         keep = []
         for (phase, _grp), ranks in members.items():
             ranks = set(int(r) for r in ranks)
-            if phase not in set(cand["phase"]) or len(ranks) >= n_ranks:
-                continue    # a link shows as a group against other groups
+            if phase not in set(cand["phase"]) or len(ranks) >= n_ranks or ranks & culprits:
+                continue    # a link shows as a group, with normal compute, against other groups
             hit = set(cand.loc[cand["phase"] == phase, "rank"]) & ranks
             med = phase_med.loc[phase]
             slow = np.median(med[sorted(ranks)]) >= (1 + phase_rel) * med.median()

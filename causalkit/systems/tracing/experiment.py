@@ -52,7 +52,8 @@ EXPECTED_KINDS = {"compute_straggler": ("compute_straggler",),
                   "link_degradation": ("link_degradation", "communication"),
                   "pipeline_bubble": ("pipeline_bubble",),
                   "jit_stall": ("jit_compile",)}
-_SEVERITY = {"compute_straggler": 4.0, "masked_straggler": 3.0, "pipeline_bubble": 1.9}
+_SEVERITY = {"compute_straggler": 4.0, "masked_straggler": 3.0, "pipeline_bubble": 1.9,
+             "link_degradation": 3.0}
 
 
 def _free_port() -> int:
@@ -87,9 +88,12 @@ class TrainingExperiment:
         step on if it falls on a profiled step, whose timing diagnosis ignores).
     severity : float, optional
         Work factor of a slow rank's padded kernels (defaults: compute straggler 4, masked
-        straggler 3, pipeline stage 1.9).
+        straggler 3, pipeline stage 1.9); for an emulated link degradation, the factor by which
+        the link is slower (default 3).
     link_delay_ms : float
-        Extra time per ``alltoall`` on a degraded link (emulated).
+        Least extra time per ``alltoall`` on an emulated degraded link: each is held for
+        ``max(link_delay_ms, (severity - 1) * m)``, ``m`` the rank's median ``alltoall`` time
+        before the fault (see :mod:`~causalkit.systems.tracing.workload`).
     link_mode : {"emulated", "tbf", "auto"}
         How ``link_degradation`` is injected: held collectives (``"emulated"``), a real veth
         link into a network namespace shaped with tbf (``"tbf"``; needs root, ``ip`` and

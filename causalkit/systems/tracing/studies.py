@@ -10,19 +10,36 @@ seeds from ``SeedSequence([seed, rep])``, resumable stores, manifests through
     precision / recall of the named ranks, steps and seconds to detect, step times, compression
     ratio of the real profiler windows.
 
-The study function has the signature of :mod:`causalkit.studies`
+``calibration``
+    The L2 threshold ``phase_rel`` set on healthy 2-rank runs (false alarms at most 10 %,
+    :func:`~causalkit.systems.tracing.calibration.calibrate_phase_rel`; seeds apart from the
+    case studies'), then the 2-rank cases and the fault-free case rerun on their own seeds with
+    it.
+``overhead``
+    Tracing overhead on step time (:func:`~causalkit.systems.tracing.overhead.measure_overhead`):
+    each repetition is a block of paired traced / untraced single steps per configuration
+    (pairs numbered across blocks), summarised by
+    :func:`~causalkit.systems.tracing.overhead.summarize_overhead`.
+``scaling``
+    Diagnosis time and accuracy vs number of ranks on SIMULATED traces
+    (:class:`~causalkit.systems.tracing.synthetic.SyntheticCluster`), 64 to 10,000 ranks.
+
+Each study function has the signature of :mod:`causalkit.studies`
 (``reps, seed, n_jobs, backend, scheduler, out, quick``) and returns its summary table.
 """
 
 from __future__ import annotations
 
+import tempfile
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
 from causalkit.systems.tracing.experiment import TrainingExperiment
 
-__all__ = ["CASES", "case_name", "case_runs", "summarize_cases", "cases"]
+__all__ = ["CASES", "case_name", "case_runs", "summarize_cases", "cases", "calibration_runs",
+           "calibration", "overhead_arms", "overhead", "scaling_runs", "scaling"]
 
 #: (fault, world size, link mode); the real (tbf) link case runs only where root, ip and tc work.
 CASES = (("compute_straggler", 2, "emulated"), ("masked_straggler", 2, "emulated"),
@@ -99,3 +116,117 @@ def cases(reps=None, seed: int = 2026, n_jobs: int = 1, backend="loky", schedule
     frames = [case_runs(f, ws, mode, reps or (1 if quick else 10), seed, folder,
                         40 if quick else 48, n_jobs=n_jobs) for f, ws, mode in chosen]
     return summarize_cases(pd.concat(frames, ignore_index=True))
+
+
+def _part(out, tag: str):
+    if out is None:
+        return None
+    out = Path(out)
+    return out.with_name(f"{out.stem}_{tag}{out.suffix or '.jsonl'}")
+
+
+# calibration -------------------------------------------------------------------------------------
+def _healthy_run(rng, rep, *, steps):
+    """One fault-free 2-rank run: whether its diagnosis raises an alarm at each ``phase_rel``
+    of :data:`~causalkit.systems.tracing.calibration.PHASE_REL_GRID`."""
+    from causalkit.systems.tracing.calibration import false_alarms
+    from causalkit.systems.tracing.store import TraceStore
+
+    with tempfile.TemporaryDirectory(prefix="argus-calibration-") as tmp:
+        row, _ = TrainingExperiment(world_size=2, steps=steps,
+                                    seed=int(rng.integers(2 ** 31 - 1)), out_dir=tmp).trace()
+        store = TraceStore(next(Path(tmp).iterdir()) / "traces")
+        return {"seed": int(row["seed"]), "alarms": false_alarms(store).tolist()}
+
+
+def calibration_runs(reps=None, seed: int = 2026, out=None, quick: bool = False,
+                     folder=None) -> tuple[float, pd.DataFrame, pd.DataFrame]:
+    """Calibrate ``phase_rel`` on ``reps`` healthy runs (seeded from ``SeedSequence([seed +
+    len(CASES), r])``, apart from every case's seeds) with at most 10 % false alarms, and rerun
+    the 2-rank cases with it (stores ``folder/case_*``).
+
+    Returns the chosen ``phase_rel``, the calibration table (false alarms per candidate,
+    ``chosen`` marked) and the per-run rows of the rerun cases.
+    """
+    from causalkit.simulation import run_experiment
+    from causalkit.systems.tracing.calibration import choose_phase_rel
+
+    steps = 40 if quick else 48
+    runs = run_experiment(partial(_healthy_run, steps=steps), [{}], reps or (4 if quick else 20),
+                          seed + len(CASES), out=out, progress=False)
+    phase_rel, table = choose_phase_rel(runs["alarms"].tolist(), max_false_alarm=0.1)
+    table["chosen"] = table["phase_rel"] == phase_rel
+    healthy = (None, 2, "emulated")
+    chosen = CASES[:1] if quick else CASES
+    rerun = [c for c in chosen if c[1] == 2 and c != healthy] + [healthy]
+    frames = [case_runs(f, ws, mode, 1 if quick else 10, seed, folder, steps,
+                        {"phase_rel": phase_rel}) for f, ws, mode in rerun]
+    return phase_rel, table, pd.concat(frames, ignore_index=True)
+
+
+def calibration(reps=None, seed: int = 2026, n_jobs: int = 1, backend="loky", scheduler=None,
+                out=None, quick: bool = False) -> pd.DataFrame:
+    """ARGUS phase_rel calibrated on healthy runs; the 2-rank cases rerun with it."""
+    folder = None if out is None else Path(out).parent
+    phase_rel, _, frame = calibration_runs(reps, seed, out, quick, folder)
+    summary = summarize_cases(frame)
+    summary.insert(1, "phase_rel", phase_rel)
+    return summary
+
+
+# overhead ----------------------------------------------------------------------------------------
+def _overhead_block(rng, rep, *, pairs):
+    """One block of ``pairs`` pairs per configuration (pairs numbered ``rep * pairs + k``)."""
+    from causalkit.systems.tracing.overhead import measure_overhead
+
+    arms = measure_overhead(pairs=pairs, seed=rng)
+    arms["pair"] += rep * pairs
+    return {"arms": arms.to_dict("records")}
+
+
+def overhead_arms(reps=None, seed: int = 2026, out=None, quick: bool = False) -> pd.DataFrame:
+    """Per-arm rows of the overhead study: ``reps`` blocks (full: 8 of 100 pairs per
+    configuration; quick: 1 of 30), stored as they finish."""
+    from causalkit.simulation import run_experiment
+
+    pairs = 30 if quick else 100
+    runs = run_experiment(partial(_overhead_block, pairs=pairs), [{}], reps or (1 if quick else 8),
+                          seed, out=out, progress=False)
+    return pd.DataFrame([arm for arms in runs["arms"] for arm in arms])
+
+
+def overhead(reps=None, seed: int = 2026, n_jobs: int = 1, backend="loky", scheduler=None,
+             out=None, quick: bool = False) -> pd.DataFrame:
+    """ARGUS tracing overhead on step time: paired single steps, bootstrap CIs."""
+    from causalkit.systems.tracing.overhead import summarize_overhead
+
+    return summarize_overhead(overhead_arms(reps, seed, out, quick)).reset_index()
+
+
+# scaling -----------------------------------------------------------------------------------------
+def _synthetic_run(rng, rep, *, n_ranks, fault):
+    from causalkit.systems.tracing.synthetic import SyntheticCluster
+
+    return SyntheticCluster(n_ranks, fault=fault, steps=24, seed=rng).run().iloc[0].to_dict()
+
+
+def scaling_runs(reps=None, seed: int = 2026, n_jobs: int = 1, out=None,
+                 quick: bool = False) -> pd.DataFrame:
+    """One row per rank count, fault and repetition of the SIMULATED scaling study."""
+    from causalkit.simulation import run_experiment
+
+    sizes = (64, 256) if quick else (64, 256, 1024, 4096, 10_000)
+    configs = [{"n_ranks": n, "fault": f} for n in sizes
+               for f in ("compute_straggler", "link_degradation")]
+    return run_experiment(_synthetic_run, configs, reps or (1 if quick else 2), seed,
+                          n_jobs=n_jobs, out=out, progress=False)
+
+
+def scaling(reps=None, seed: int = 2026, n_jobs: int = 1, backend="loky", scheduler=None,
+            out=None, quick: bool = False) -> pd.DataFrame:
+    """ARGUS diagnosis time and accuracy vs ranks on SIMULATED traces (64 to 10,000 ranks)."""
+    runs = scaling_runs(reps, seed, n_jobs, out, quick)
+    return runs.groupby(["n_ranks", "fault"], sort=False).agg(
+        runs=("rep", "size"), median_diagnose_s=("diagnose_s", "median"),
+        median_generate_s=("generate_s", "median"), precision=("precision", "mean"),
+        recall=("recall", "mean"), simulated=("simulated", "all")).reset_index()

@@ -19,8 +19,12 @@ Injected faults (``fault`` in the rank configuration):
 * ``jit_stall`` (real): at ``fault_step`` the faulty rank calls a freshly ``torch.compile``-d
   function (backend ``aot_eager``) inside ``backward``, a genuine first-call compilation;
 * ``link_degradation``, emulated (default): from ``fault_step`` the ranks of the degraded
-  expert group hold each ``alltoall`` for an extra ``link_delay_ms`` after the transfer (a slow
-  link), since loopback has no separate links to degrade;
+  expert group hold each ``alltoall`` after the transfer (a slow link), since loopback has no
+  separate links to degrade, for ``max(link_delay_ms, (severity - 1) * m)`` with ``m`` the
+  rank's median ``alltoall`` time over the healthy steps before (from step 2): a link with
+  ``1 / severity`` of its bandwidth. The relative term keeps the fault as strong on a host whose
+  cores the ranks share with other work (there every collective waits for its peers to be
+  scheduled, and a held rank hands its core to the others) as on an idle one;
 * ``link_degradation``, real (``cfg["link"]`` set, see
   :class:`~causalkit.systems.tracing.netns.ShapedLink`): the faulty rank runs in its own network
   namespace behind a veth pair, gloo on the veth addresses, and at ``fault_step`` the two ranks
@@ -33,7 +37,10 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from datetime import timedelta
+
+import numpy as np
 
 __all__ = ["run_rank"]
 
@@ -185,6 +192,7 @@ def train_data_parallel(rank: int, cfg) -> None:
     link = cfg.get("link") if degraded else None
     if fault in ("compute_straggler", "masked_straggler") and rank == faulty:
         _warm_padded(layers, x, int(round(cfg["hidden"] * (cfg["severity"] - 1))))
+    healthy, delay = [], 0.0     # alltoall seconds before the fault; the emulated link's hold
     with _tracer(rank, cfg, groups) as tr:
         for step in range(cfg["steps"]):
             active = step >= cfg["fault_step"]
@@ -207,11 +215,16 @@ def train_data_parallel(rank: int, cfg) -> None:
                     if fault == "jit_stall" and rank == faulty and step == cfg["fault_step"]:
                         _compile_stall(x)
                 if ep_size:   # expert dispatch + combine per layer, within the expert group
-                    delay = cfg["link_delay_ms"] / 1e3 if degraded and active and not link \
-                        else 0.0
+                    if degraded and not link and step == cfg["fault_step"]:
+                        delay = max(cfg["link_delay_ms"] / 1e3,
+                                    (cfg["severity"] - 1) * float(np.median(healthy or [0.0])))
                     for _ in range(2 * len(layers)):
+                        t0 = time.perf_counter()
                         tr.collective("alltoall", _alltoall, routed, token, ep_groups[ep_index],
-                                      delay, nbytes=token.numel() * 4)
+                                      delay if degraded and active and not link else 0.0,
+                                      nbytes=token.numel() * 4)
+                        if 2 <= step < cfg["fault_step"]:
+                            healthy.append(time.perf_counter() - t0)
                 flat = torch.cat([p.grad.reshape(-1) for p in params])
                 tr.collective("allreduce", dist.all_reduce, flat, async_op=True,
                               nbytes=flat.numel() * 4)
