@@ -116,8 +116,9 @@ class BorrowingEstimator(CausalEstimator):
 
     Attributes (after ``fit``): ``result_``, ``borrowed_`` (over the external controls, in input
     order: a bool mask for estimators that select controls, a weight in [0, 1] for those that
-    down-weight them), ``n_borrowed_`` (the count, or the effective number: sum of weights), ``details_``, ``n_trial_``, ``n_external_``,
-    ``feature_names_in_``, ``n_features_in_``, ``data_`` (the validated data).
+    down-weight them), ``n_borrowed_`` (the count, or the effective number: sum of weights),
+    ``details_``, ``n_trial_``, ``n_external_``, ``feature_names_in_``, ``n_features_in_``,
+    ``data_`` (the validated data).
     """
 
     _label = "Borrowing"

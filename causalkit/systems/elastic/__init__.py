@@ -11,6 +11,8 @@ Reference: Liu et al., "Fine-Grained Elasticity via Live Reconfiguration for Mod
 arXiv 2605.22014 (2026).
 """
 
+import importlib
+
 from .layout import ModelSpec, ParallelLayout, layout_for
 from .plan import Plan, Transfer, holdings, reshard_plan
 
@@ -26,6 +28,5 @@ def __getattr__(name):
         from .experiment import ElasticExperiment
         return ElasticExperiment
     if name == "simmodel":
-        from . import simmodel
-        return simmodel
+        return importlib.import_module(f"{__name__}.simmodel")
     raise AttributeError(name)
