@@ -26,7 +26,6 @@ container plus resampling (Bach et al. 2022, *JMLR* 23(53)).
 from __future__ import annotations
 
 import functools
-
 import numbers
 import sys
 import warnings
