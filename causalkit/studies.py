@@ -43,6 +43,8 @@ STUDIES = {
     "longterm-jobs": ("causalkit.longterm.studies", "jobs"),
     "policy-reference": ("causalkit.policy.studies", "reference"),
     "policy-econml": ("causalkit.policy.studies", "versus_econml"),
+    "policy-overlap": ("causalkit.policy.studies", "overlap_grid"),
+    "policy-objective": ("causalkit.policy.studies", "objective_choice"),
     "vclos-collision": ("causalkit.systems.netsched.studies", "collision"),
     "vclos-testbed": ("causalkit.systems.netsched.studies", "testbed"),
     "vclos-large": ("causalkit.systems.netsched.studies", "large"),

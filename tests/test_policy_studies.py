@@ -89,3 +89,14 @@ def test_versus_econml_full(tmp_path):
     ratio = summary.set_index(["shift"], append=True)["regret_ratio_vs_econml_tree"]
     assert ratio.loc[("ck_tree", "strong")] < 0.7
     assert 0.5 < ratio.loc[("ck_tree", "none")] < 1.5
+
+
+def test_overlap_grid_study_flags_every_miss(tmp_path):
+    summary = studies.overlap_grid(reps=1, quick=True, out=tmp_path / "overlap.csv")
+    assert len(summary) == 2 * 2 * len(dgps.OVERLAP_GRID)
+    default = summary.loc["default"]
+    assert (default["mean_miss_3se_unflagged"] == 0).all()
+    assert (default.loc[default["case"] == "8 SD", "mean_flagged"] == 1).all()
+    trim = summary.loc["trim"]
+    assert (trim.loc[trim["case"] == "8 SD", "n_errors"] == 1).all()   # empty overlap region
+    assert (tmp_path / "overlap-summary.csv").exists()

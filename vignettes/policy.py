@@ -53,9 +53,14 @@ print(f"source: {Xs.shape[0]} rows, {a.mean():.0%} treated; target: {Xt.shape[0]
 # %% [markdown]
 # ## Overlap first
 #
-# The density ratio is the odds of a cross-fitted domain classifier times n_S/n_T. Its effective
-# sample size ESS = (sum w)^2 / sum w^2 says how many source units the target correction is
-# really worth; below 10% of the source, causalkit warns that intervals may under-cover.
+# The density ratio is the odds of a cross-fitted domain classifier times n_S/n_T. Three checks
+# run on every fit and grow louder as overlap gets worse: the share of target units outside the
+# source support (estimated density ratio above 20, or outside the source's range of some
+# covariate), the mean density ratio over the source (about 1 when the target lies inside the
+# source support; it falls towards the share that does), and the effective sample size
+# ESS = (sum w)^2 / sum w^2 of the unclipped weights. When one fails, causalkit issues an
+# OverlapWarning naming the units and covariates; `on_poor_overlap="trim"` instead restricts both
+# samples to the overlap region, which changes the estimand and says so in every summary.
 
 # %%
 outcome = make_pipeline(PolynomialFeatures(2), LinearRegression())
@@ -63,6 +68,7 @@ value = TargetPolicyValue(outcome_model=outcome, cv=2, random_state=0)
 value.fit(Xs, y, a, X_target=Xt)
 diag = value.diagnostics()
 print({k: round(v, 3) for k, v in diag.items() if isinstance(v, float)})
+print("poor overlap:", diag["poor_overlap"], diag["problems"])
 value.plot()
 plt.tight_layout()
 plt.show()

@@ -16,9 +16,17 @@ and evaluated on it, and the target-DR estimate (with its two-sample SE) is form
 held-out assignments. It estimates the value of the learning procedure at this sample size; the
 final policy (``predict``) is refitted on all rows.
 
+``objective`` chooses what is maximised: the estimated target value (``"target"``, above), the
+source-only AIPW value (``"source"``: the score matrix of
+:meth:`~causalkit.policy.TargetPolicyValue.source_score_matrix` on the source rows, i.e. the
+usual doubly robust policy learning that ignores the shift; its scores carry no density-ratio
+weights, so they are less noisy), or whichever of the two has the larger held-out estimated
+*target* value (``"auto"``). Whatever the objective, ``value_`` is the held-out target-DR value.
+
 ``estimate(inference="bootstrap")`` is the two-sample pipeline bootstrap of the whole learner:
 on each resample (source rows within arms, target rows within the target) the value estimator,
-the held-out evaluation and the policy are refitted, and the held-out value recorded.
+the held-out evaluation, the objective choice and the policy are refitted, and the held-out
+value recorded.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from causalkit._base import CausalEstimator
 from causalkit._validation import check_array, check_positive_int, child_seed, seed_int
+from causalkit.inference import contrast
 from causalkit.nuisance import make_folds
 from causalkit.policy._data import policy_data
 from causalkit.policy._policies import one_hot
@@ -39,10 +48,16 @@ from causalkit.policy.smooth import fit_linear_policy, fit_mlp_policy
 from causalkit.policy.trees import export_text, fit_policy_tree, predict_tree
 from causalkit.policy.value import TargetPolicyValue
 
-__all__ = ["TargetPolicyLearner", "POLICY_CLASSES"]
+__all__ = ["TargetPolicyLearner", "POLICY_CLASSES", "OBJECTIVES"]
 
 #: Policy classes of :class:`TargetPolicyLearner`.
 POLICY_CLASSES = ("linear", "mlp", "tree")
+#: Objectives of :class:`TargetPolicyLearner`.
+OBJECTIVES = ("target", "source", "auto")
+
+
+def _other(objective):
+    return "source" if objective == "target" else "target"
 
 
 class _TreePolicy:
@@ -84,6 +99,11 @@ class TargetPolicyLearner(CausalEstimator):
         L-BFGS iterations (linear) or Adam steps (MLP).
     deterministic : bool
         Deploy the argmax arm (default). ``False`` deploys the smooth probabilities (linear/MLP).
+    objective : {"target", "source", "auto"}
+        What the policy maximises (module docstring): the estimated target value (default), the
+        source-only AIPW value, or (``"auto"``) whichever of the two gives the larger held-out
+        estimated target value; the choice, both held-out values and their paired difference
+        with its SE are recorded in ``objective_choice_`` and shown in summaries.
     cv : int, scikit-learn splitter or precomputed folds
         Folds of the cross-fitted (held-out) evaluation behind ``value_``, over the stacked
         source and target rows (an int stratifies them on the sample).
@@ -105,17 +125,27 @@ class TargetPolicyLearner(CausalEstimator):
         Held-out folds over the stacked rows (source first).
     fold_models_ : list
         The policy learned without each fold.
+    objective_ : {"target", "source"}
+        The objective used (``objective``, or the one ``"auto"`` picked).
+    objective_choice_ : dict
+        ``{"target": Estimate, "source": Estimate, "difference": Estimate, "reason": str}``
+        with ``objective="auto"`` (held-out target values of both objectives and their paired
+        difference source minus target); ``{"reason": ...}`` otherwise.
     feature_names_in_ : ndarray of str
 
     Notes
     -----
-    Larger outcomes are better; negate ``y`` for harmful outcomes. ``estimate()`` returns
+    Larger outcomes are better; negate ``y`` for harmful outcomes. Overlap is handled by the
+    value estimator: with ``TargetPolicyValue(on_poor_overlap="trim")`` the policy is learned and
+    evaluated on the overlap region, and ``value_`` is named accordingly. ``estimate()`` returns
     ``value_`` (``inference="influence"``, the default) or its pipeline bootstrap (module
     docstring). The nuisance models are those of ``value``. The estimates depend on row order
     only through the random fold splits; the held-out value follows its split more than a
     cross-fitted value estimate does, since each fold's policy is learned on the other folds
     (in a simulated example with 300 source and 300 target rows, its SD over seeds was about
-    0.6 of its standard error).
+    0.6 of its standard error). With ``objective="auto"`` the reported ``value_`` is the larger of
+    two held-out values, so it is slightly optimistic by the selection; the pipeline bootstrap
+    repeats the choice on every resample.
     """
 
     _nuisance_slots = {}
@@ -125,7 +155,7 @@ class TargetPolicyLearner(CausalEstimator):
 
     def __init__(self, value=None, policy="linear", depth=2, min_samples_leaf=5,
                  l2=1e-3, temperature=1.0, hidden_units=16, learning_rate=0.05, max_iter=500,
-                 deterministic=True, cv=2, random_state=None):
+                 deterministic=True, objective="target", cv=2, random_state=None):
         self.value = value
         self.policy = policy
         self.depth = depth
@@ -136,6 +166,7 @@ class TargetPolicyLearner(CausalEstimator):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.deterministic = deterministic
+        self.objective = objective
         self.cv = cv
         self.random_state = random_state
 
@@ -145,6 +176,8 @@ class TargetPolicyLearner(CausalEstimator):
         if self.value is not None and not isinstance(self.value, TargetPolicyValue):
             raise TypeError(f"value must be a TargetPolicyValue or None; got "
                             f"{type(self.value).__name__}")
+        if not (isinstance(self.objective, str) and self.objective in OBJECTIVES):
+            raise ValueError(f"objective must be one of {OBJECTIVES}; got {self.objective!r}")
         if self.depth not in (1, 2):
             raise ValueError(f"depth must be 1 or 2; got {self.depth!r}")
         for name in ("min_samples_leaf", "hidden_units", "max_iter"):
@@ -195,18 +228,51 @@ class TargetPolicyLearner(CausalEstimator):
         X, gamma, is_target = value.score_matrix()
         self.folds_ = make_folds(self.cv, X.shape[0], stratify=is_target,
                                  random_state=self.seed_for("heldout_folds"))
-        seeds = self.seed_for("policy")
-        held_out = np.empty_like(gamma)
-        self.fold_models_ = []
+        n_s = int(np.sum(~is_target))
+        candidates = ("target", "source") if self.objective == "auto" else (self.objective,)
+        held = {obj: self._held_out(value, obj, X, gamma, n_s) for obj in candidates}
+        if self.objective == "auto":
+            diff = contrast(held["source"][0], held["target"][0],
+                            name="held-out value, source minus target objective")
+            chosen = "source" if diff.value > 0 else "target"
+            reason = (f"auto: held-out target value {held[chosen][0].value:.4g} for "
+                      f"{chosen!r} vs {held[_other(chosen)][0].value:.4g} for "
+                      f"{_other(chosen)!r} (difference source - target {diff.value:.3g}, "
+                      f"SE {diff.std_error:.3g})")
+            self.objective_choice_ = {"target": held["target"][0], "source": held["source"][0],
+                                      "difference": diff, "reason": reason}
+        else:
+            chosen = self.objective
+            self.objective_choice_ = {"reason": f"fixed: objective={chosen!r}"}
+        self.objective_ = chosen
+        value_, self.fold_models_ = held[chosen]
+        self.value_ = value_.copy()
+        self.value_.details["objective"] = self.objective_choice_["reason"]
+        X_fit, gamma_fit = (X, gamma) if chosen == "target" else value.source_score_matrix()
+        self.policy_model_ = self._fit_policy(
+            X_fit, gamma_fit, seed_int(child_seed(self._policy_seeds(chosen), len(self.folds_))))
+
+    def _policy_seeds(self, objective):
+        return self.seed_for("policy" if objective == "target" else f"policy_{objective}")
+
+    def _held_out(self, value, objective, X, gamma, n_s):
+        """Held-out target-DR value of the policies learned on ``objective`` without each fold,
+        and those fold policies. ``X, gamma``: the stacked rows and target score matrix."""
+        if objective == "source":
+            gamma = value.source_score_matrix()[1]
+        seeds = self._policy_seeds(objective)
+        held_out = np.empty((X.shape[0], self.arms_.size))
+        models = []
         for k, (train, test) in enumerate(self.folds_):
+            if objective == "source":
+                train = train[train < n_s]
             model = self._fit_policy(X[train], gamma[train], seed_int(child_seed(seeds, k)))
             held_out[test] = self._deploy(model, X[test])
-            self.fold_models_.append(model)
-        n_s = int(np.sum(~is_target))
-        self.value_ = value.estimate_matrices(held_out[:n_s], held_out[n_s:], "dr",
-                                              name=self._estimand)
-        self.policy_model_ = self._fit_policy(X, gamma,
-                                              seed_int(child_seed(seeds, len(self.folds_))))
+            models.append(model)
+        name = self._estimand
+        if value.estimand_name() != value._estimand:
+            name = f"{name} in the overlap region"
+        return value.estimate_matrices(held_out[:n_s], held_out[n_s:], "dr", name=name), models
 
     def _point_estimate(self, target=None):
         return self.value_.value
@@ -215,7 +281,7 @@ class TargetPolicyLearner(CausalEstimator):
         return self.value_.copy()
 
     def _details(self):
-        return self.value_estimator_._details()
+        return {**self.value_estimator_._details(), "objective": self.objective_choice_["reason"]}
 
     def _check_X(self, X):
         check_is_fitted(self, "policy_model_")

@@ -20,7 +20,8 @@ def plot_overlap(value, axes=None):
     ndarray of two Axes
         Left: histograms of :math:`\\operatorname{logit}\\hat\\rho` for source and target rows
         (little overlap means target regions the source barely covers). Right: histogram of
-        :math:`\\log_{10}\\hat w` on the source rows, titled with the ESS and maximum weight.
+        :math:`\\log_{10}\\tilde w` (the unclipped density ratio) on the source rows, titled
+        with its ESS and maximum.
     """
     import matplotlib.pyplot as plt
 
@@ -38,8 +39,9 @@ def plot_overlap(value, axes=None):
     axes[0].set_xlabel("logit P(source | x), out of fold")
     axes[0].set_title(f"domain classifier AUC = {diag['domain_auc']:.2f}")
     axes[0].legend(frameon=False)
-    axes[1].hist(np.log10(value.weights_), bins=40, color="tab:green", alpha=0.8)
-    axes[1].set_xlabel("log10 density ratio w(x) on source rows")
+    axes[1].hist(np.log10(np.maximum(value.raw_weights_, 1e-12)), bins=40, color="tab:green",
+                 alpha=0.8)
+    axes[1].set_xlabel("log10 density ratio w(x) on source rows (unclipped)")
     axes[1].set_title(f"ESS = {diag['ess']:.0f} of {diag['n_source']} "
                       f"({100 * diag['ess_fraction']:.0f}%), max w = {diag['max_weight']:.3g}")
     for ax in axes:

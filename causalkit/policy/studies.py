@@ -5,7 +5,10 @@ IPW, source-only AIPW) on the designs of :mod:`causalkit.policy.dgps`, across sh
 K = 2 and 3 arms, and correctly or wrongly specified nuisances; plus the true target value and
 regret of learned policies. ``versus_econml``: target regret and run time of
 :class:`~causalkit.policy.TargetPolicyLearner` and of econml's ``DRPolicyTree`` /
-``DRPolicyForest`` (which optimise the *source* value) on the same data.
+``DRPolicyForest`` (which optimise the *source* value) on the same data. ``overlap_grid``:
+the overlap checks, the default estimate and the trimmed estimate across the overlap grid of
+:data:`causalkit.policy.dgps.OVERLAP_GRID`. ``objective_choice``: target regret of the learner
+with the target, source and automatically chosen objective.
 
 Every scenario is one :func:`causalkit.simulation.run_study` call writing its own resumable CSV
 (``<out stem>-<scenario>.csv``); the returned table is :func:`causalkit.simulation.summarize`
@@ -29,7 +32,8 @@ from causalkit.policy import dgps
 from causalkit.policy.learner import TargetPolicyLearner
 from causalkit.policy.value import METHODS, TargetPolicyValue
 
-__all__ = ["reference", "versus_econml", "nuisance_spec", "SPECS"]
+__all__ = ["reference", "versus_econml", "overlap_grid", "objective_choice", "nuisance_spec",
+           "SPECS"]
 
 #: Nuisance specifications of the reference study.
 SPECS = ("correct", "outcome_wrong", "weights_wrong", "propensity_wrong",
@@ -61,8 +65,9 @@ def nuisance_spec(spec, cv=2, random_state=0):
 
 
 # ------------------------------------------------------------------ designs and estimators
-def _design(rng, *, design, shift, truth, n_source, n_target):
-    data = dgps.simulate(design, rng, n_source=n_source, n_target=n_target, shift=shift)
+def _design(rng, *, design, shift, truth, n_source, n_target, outside_share=0.0):
+    data = dgps.simulate(design, rng, n_source=n_source, n_target=n_target, shift=shift,
+                         outside_share=outside_share)
     data.update(truth=truth, seed=int(rng.integers(2**31 - 1)), cache={})
     return data
 
@@ -82,6 +87,43 @@ def _value_estimator(data, *, spec, policy, method):
     est = fitted.estimate(policy, method)
     est.details.update(ess_fraction=fitted.weight_summary()["ess_fraction"])
     return est
+
+
+def _overlap_default(data, *, policy):
+    """The default fit (``on_poor_overlap="warn"``): estimate, checks, and whether a miss by
+    more than 3 SE went unflagged."""
+    est = TargetPolicyValue(random_state=data["seed"]).fit(
+        data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
+    out = est.estimate(policy)
+    report = est.overlap_
+    miss = abs(out.value - data["truth"]) > 3 * out.std_error
+    out.details.update(flagged=float(report["poor_overlap"]),
+                       unsupported_share=report["unsupported_share"],
+                       mean_weight=report["mean_weight"], ess_fraction=report["ess_fraction"],
+                       miss_3se=float(miss), miss_3se_unflagged=float(miss and
+                                                                      not report["poor_overlap"]))
+    return out
+
+
+def _overlap_trimmed(data, *, policy, design, shift, outside_share):
+    """``on_poor_overlap="trim"``: the estimate against the value of the trimmed target
+    population (Monte Carlo over the overlap region), as ``truth`` and ``covered``."""
+    import warnings
+
+    from causalkit.exceptions import CausalkitWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CausalkitWarning)
+        est = TargetPolicyValue(on_poor_overlap="trim", random_state=data["seed"]).fit(
+            data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
+    out = est.estimate(policy)
+    truth = data["truth"]
+    if est.n_trimmed_target_ or est.n_trimmed_source_:
+        truth = dgps.true_value(design, policy, shift, outside_share=outside_share,
+                                region=est.overlap_region, n_mc=200_000, seed=data["seed"])
+    lo, hi = out.conf_int()
+    return {"estimate": out.value, "std_error": out.std_error, "truth": truth,
+            "covered": float(lo <= truth <= hi), "n_trimmed_target": est.n_trimmed_target_}
 
 
 def _true_policy_value(model, design, shift, optimum):
@@ -104,6 +146,8 @@ def _learner(data, *, make, design, shift):
         lo, hi = model.value_.conf_int()
         out.update(estimated_value=model.value_.value, estimated_se=model.value_.std_error,
                    heldout_covers_true_value=float(lo <= value <= hi))
+    if hasattr(model, "objective_"):
+        out["picked_source"] = float(model.objective_ == "source")
     return out
 
 
@@ -118,6 +162,7 @@ class _Proba:
 
 
 def _ck_learner(data, *, policy, outcome="linear", **kwargs):
+    """causalkit learner with a linear or quadratic outcome model, 2-fold cross-fitting."""
     outcome_model = LinearRegression() if outcome == "linear" else make_pipeline(
         PolynomialFeatures(2), LinearRegression())
     value = TargetPolicyValue(outcome_model, cv=2, random_state=data["seed"])
@@ -203,13 +248,16 @@ def reference(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, ou
     return _save(pd.concat(tables), out)
 
 
-def _save(summary, out):
-    """Write ``<out stem>-summary.csv`` and a figure next to the replication files."""
+def _save(summary, out, figure=True):
+    """Write ``<out stem>-summary.csv`` and (``figure``) a figure next to the replication
+    files."""
     if out is not None:
         from causalkit.policy.plots import plot_study_summary
 
         out = Path(out)
         summary.to_csv(out.with_name(f"{out.stem}-summary.csv"))
+        if not figure:
+            return summary
         fig = plot_study_summary(summary)
         fig.savefig(out.with_name(f"{out.stem}-summary.png"), dpi=110, bbox_inches="tight")
         import matplotlib.pyplot as plt
@@ -256,3 +304,69 @@ def versus_econml(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None
     """
     return _save(_learning_table(reps or (4 if quick else 40), seed, n_jobs, backend, scheduler,
                                  out, quick, econml=True, prefix="econml"), out)
+
+
+def overlap_grid(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+                 quick=False):
+    """Overlap grid: warnings, misses and trimmed coverage from no shift to no overlap.
+
+    For the ``estimation`` (linear) and ``nonlinear`` designs and every cell of
+    :data:`causalkit.policy.dgps.OVERLAP_GRID` (target mean of :math:`x_1` shifted 0, 1, 2, 4,
+    8 SD; 10% or 30% of the target moved 5 SD out), the value of the optimal policy is estimated
+    by the default fit (``default``: coverage of the target value, the share of fits flagged,
+    ``mean_miss_3se_unflagged``: misses by more than 3 SE that no check flagged) and by
+    ``on_poor_overlap="trim"`` (``trim``: coverage of the value of the trimmed target
+    population; at 8 SD the region is empty and the fit is an error row). Full size: 200
+    replications per cell, n_S = n_T = 2000; ``quick``: 10 replications, n = 1000.
+    """
+    n = 1000 if quick else 2000
+    reps = reps or (10 if quick else 200)
+    tables = []
+    for design in ("estimation", "nonlinear"):
+        policy = dgps.optimal_policy(design)
+        for case, (shift, outside) in dgps.OVERLAP_GRID.items():
+            truth = dgps.true_value(design, policy, shift, outside_share=outside)
+            design_fn = partial(_design, design=design, shift=shift, truth=truth, n_source=n,
+                                n_target=n, outside_share=outside)
+            estimators = {"default": partial(_overlap_default, policy=policy),
+                          "trim": partial(_overlap_trimmed, policy=policy, design=design,
+                                          shift=shift, outside_share=outside)}
+            label = case.replace(" ", "").replace("%", "pct")
+            table = _run(f"overlap-{design}-{label}", design_fn, estimators, reps, seed,
+                         n_jobs, backend, scheduler, out)
+            table.insert(1, "design", design)
+            table.insert(2, "case", case)
+            tables.append(table)
+    return _save(pd.concat(tables), out, figure=False)
+
+
+def objective_choice(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+                     quick=False):
+    """Target regret of :class:`~causalkit.policy.TargetPolicyLearner` by objective.
+
+    On the ``learning`` design under strong shift, depth-1 and depth-2 trees and the linear
+    rule are learned with ``objective="target"``, ``"source"`` and ``"auto"`` (quadratic
+    outcome model, 2-fold cross-fitting). ``mean_picked_source`` is the share of fits that used
+    the source objective (for ``auto``: the share that chose it). Full size: 40 replications,
+    n_S = n_T = 3000;
+    ``quick``: 4 replications, n = 600.
+    """
+    n = 600 if quick else 3000
+    reps = reps or (4 if quick else 40)
+    m = dgps.LEARNING_SHIFTS["strong"]
+    optimum = dgps.true_value("learning", None, m)
+    design_fn = partial(_design, design="learning", shift=m, truth=optimum, n_source=n,
+                        n_target=n)
+    classes = {"tree1": dict(policy="tree", depth=1), "tree2": dict(policy="tree", depth=2),
+               "linear": dict(policy="linear")}
+    tables = []
+    for label, kwargs in classes.items():
+        estimators = {objective: partial(_learner, make=partial(_ck_learner, outcome="poly2",
+                                                                objective=objective, **kwargs),
+                                         design="learning", shift=m)
+                      for objective in ("target", "source", "auto")}
+        table = _run(f"objective-{label}", design_fn, estimators, reps, seed, n_jobs, backend,
+                     scheduler, out)
+        table.insert(1, "policy_class", label)
+        tables.append(table)
+    return _save(pd.concat(tables), out, figure=False)
