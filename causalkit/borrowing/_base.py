@@ -17,7 +17,8 @@ from causalkit.exceptions import FallbackWarning
 from causalkit.inference import Estimate
 from causalkit.nuisance import clip_probabilities, predict_positive_proba, seeded
 
-__all__ = ["BorrowingEstimator", "fit_nuisance", "outcome_regression", "predict_outcome"]
+__all__ = ["BorrowingEstimator", "fit_nuisance", "fit_external_outcome", "outcome_regression",
+           "predict_outcome"]
 
 PROPENSITY = ("constant", "logistic")
 OUTCOME_SPECS = ("auto", "linear", "logistic")
@@ -91,6 +92,15 @@ def fit_nuisance(data, outcome_model, propensity: str, seed=None):
         beta, _ = fit_logistic(Z[:nT], at.astype(float), ridge=1e-4)
         e = clip_probabilities(1.0 / (1.0 + np.exp(-(Z @ beta))), name="trial propensity")
     return preds["treated"], preds["control"], e, models
+
+
+def fit_external_outcome(data, outcome_model, models: dict, seed=None):
+    """The outcome regression of the ``outcome_model=`` slot fitted on the external controls,
+    stored as ``models["external"]``; returns its predictions at the external rows."""
+    X_ext = data.frame(slice(data.n_trial, None))
+    model = outcome_regression(outcome_model, data.binary)
+    models["external"] = seeded(model, seed).fit(X_ext, data.y[data.n_trial:])
+    return predict_outcome(models["external"], X_ext)
 
 
 class BorrowingEstimator(CausalEstimator):

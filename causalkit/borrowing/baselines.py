@@ -9,17 +9,11 @@ import warnings
 
 import numpy as np
 
-from causalkit.borrowing._base import (
-    BorrowingEstimator,
-    fit_nuisance,
-    outcome_regression,
-    predict_outcome,
-)
+from causalkit.borrowing._base import BorrowingEstimator, fit_external_outcome, fit_nuisance
 from causalkit.borrowing.efficient import EfficientBorrowing, trial_only_influence
 from causalkit.borrowing.estimators import _Calibrated
 from causalkit.borrowing.models import identified_columns
 from causalkit.exceptions import FewBorrowedWarning
-from causalkit.nuisance import seeded
 
 __all__ = ["TrialOnly", "FullBorrowing", "CalibratedFullBorrowing", "PowerPriorBorrowing",
            "SelectiveBorrowing"]
@@ -331,12 +325,12 @@ class SelectiveBorrowing(BorrowingEstimator):
         nT, nE = data.n_trial, data.n_external
         mu1, mu0, e, models = fit_nuisance(data, self.outcome_model, self.propensity,
                                            self._seed("outcome"))
-        y_ext, X_ext = data.y[nT:], data.frame(slice(nT, None))
-        model = outcome_regression(self.outcome_model, data.binary)
-        models["external"] = seeded(model, self._seed("external-outcome")).fit(X_ext, y_ext)
+        y_ext = data.y[nT:]
+        mu_ext = fit_external_outcome(data, self.outcome_model, models,
+                                      self._seed("external-outcome"))
         self.outcome_models_ = models
         btil = y_ext - mu0[nT:]
-        gamma = np.abs(predict_outcome(models["external"], X_ext) - mu0[nT:])
+        gamma = np.abs(mu_ext - mu0[nT:])
         engine = EfficientBorrowing(data, y_ext, mu1, mu0, e, self.variance_ratio)
         self.residual_sd_ = sigma = float(np.sqrt(engine.var_trial_controls))
         base = engine.evaluate(np.arange(0))

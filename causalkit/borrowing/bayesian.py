@@ -9,13 +9,12 @@ from sklearn.utils.validation import check_is_fitted
 from causalkit._validation import check_fraction
 from causalkit.borrowing._base import (
     BorrowingEstimator,
+    fit_external_outcome,
     fit_nuisance,
-    outcome_regression,
     predict_outcome,
 )
 from causalkit.borrowing.baselines import _PosteriorFit
 from causalkit.borrowing.efficient import EfficientBorrowing
-from causalkit.nuisance import seeded
 
 __all__ = ["RobustMixturePriorBorrowing", "normal_mixture_posterior"]
 
@@ -167,9 +166,9 @@ class RobustMixturePriorBorrowing(BorrowingEstimator):
         nT, nE = data.n_trial, data.n_external
         mu1, mu0, e, models = fit_nuisance(data, self.outcome_model, self.propensity,
                                            self._seed("outcome"))
-        y_ext, X_ext = data.y[nT:], data.frame(slice(nT, None))
-        model = outcome_regression(self.outcome_model, data.binary)
-        models["external"] = seeded(model, self._seed("external-outcome")).fit(X_ext, y_ext)
+        y_ext = data.y[nT:]
+        mu_ext = fit_external_outcome(data, self.outcome_model, models,
+                                      self._seed("external-outcome"))
         self.outcome_models_ = models
         engine = EfficientBorrowing(data, y_ext, mu1, mu0, e, variance_ratio=1.0)
         trial = engine.evaluate(np.arange(0))
@@ -180,7 +179,7 @@ class RobustMixturePriorBorrowing(BorrowingEstimator):
         # the external controls' estimate of the same quantity
         eta = engine.Z[nT:] @ engine.evaluate(np.arange(nE)).beta      # log-odds of R = 1
         omega = softmax(eta)
-        resid_e = y_ext - predict_outcome(models["external"], X_ext)
+        resid_e = y_ext - mu_ext
         m_ext = float(np.mean(predict_outcome(models["external"], data.frame(slice(0, nT))))
                       + omega @ resid_e)
         s_ext_2 = float(np.sum((omega * resid_e) ** 2))
