@@ -20,14 +20,20 @@ the leaf; for two arms this is :math:`T_0+\\max(0, D, \\max_t d_t, D-\\min_t d_t
 :math:`d` the prefix sum of :math:`\\Gamma_{r1}-\\Gamma_{r0}`). As the root split point moves
 one row at a time, each child gains one row (a forward pass builds the left children, a backward
 pass the right ones); a segment tree over the child feature's sorted distinct values (leaves:
-blocks of 8 consecutive values) keeps, for every arm pair, the maximum and minimum prefix sum of
-:math:`\\Gamma_a-\\Gamma_b` and the row count where each is reached. The root of the segment
-tree gives the best split in :math:`O(K^2)` unless an extreme lies within ``min_samples_leaf``
-rows of either end; then an exact range query over the allowed split points, in
-:math:`O(K^2\\log n)`, is run unless the unrestricted extreme (an upper bound) cannot beat the
-best child split already found on another feature. The search is :math:`O(p^2 K^2 n\\log n)`
-time and :math:`O(np + nK^2)` memory for any number of arms (compiled with numba when it is
-installed; the same code runs interpreted, much slower, without it).
+blocks of 8 consecutive values) keeps, for every arm pair, the sum, the maximum and the minimum
+prefix sum of :math:`\\Gamma_a-\\Gamma_b` and the row count where each extreme is reached, so
+that adding a row costs :math:`O(K^2\\log n)`. The root of the segment tree gives the best
+split in :math:`O(K^2)` unless an extreme lies within ``min_samples_leaf`` rows of either end;
+then an exact range query over the allowed split points, in :math:`O(K^2\\log n)`, is run
+unless the unrestricted extreme (an upper bound) cannot beat the best child split already found
+on another feature. The search is :math:`O(p^2 K^2 n\\log n)` time (:math:`2p^2 n` row
+insertions: every root feature, every child feature, both children) and :math:`O(np + nK^2)`
+memory for any number of arms; one compiled call per root feature runs the scans of all child
+features (compiled with numba when it is installed, cached on disk so that a new process loads
+rather than recompiles it; the same code runs interpreted, much slower, without numba). Unlike a
+greedy CART-like tree, which fixes the root split by an impurity criterion and then splits each
+child once, this is the global optimum over all depth-2 trees: its work grows as
+:math:`p^2 n\\log n` where a greedy fit's grows as :math:`p\\,n\\log n`.
 """
 
 from __future__ import annotations
@@ -75,63 +81,61 @@ def _best_stump(X, gamma, min_leaf):
 #: linearly, which keeps the tree small enough to stay in cache).
 _BLOCK = 8
 
+#: Each segment-tree node record is padded to a multiple of this many float64 values (a 64-byte
+#: cache line), so that the two children of a node lie on adjacent lines.
+_LINE = 8
+
 # The child feature's distinct values ("groups", in sorted order) hold per-group records
-# ``gs[g] = (rows, reward sum per arm)``. Blocks of ``_BLOCK`` consecutive groups are the leaves
-# of a segment tree ``T`` whose node record (one row) is: column 0 the rows below the node,
-# columns 1..K the reward sums per arm, then for each arm pair q = (a, b), a < b, four blocks of
-# P columns: the maximum prefix sum of Gamma_a - Gamma_b over the node's groups (prefix from its
-# first group, inclusive), the rows up to that maximum, the minimum prefix sum and the rows up
-# to it.
-
-
-@njit(cache=True, error_model="numpy")
-def _scan_block(b, gs, T, size, pa, pb):
-    """Recompute the leaf record of block ``b`` from its groups."""
-    K, P = gs.shape[1] - 1, pa.size
-    node = size + b
-    T[node, :] = 0.0
-    for q in range(P):
-        T[node, 1 + K + q] = -np.inf
-        T[node, 1 + K + 2 * P + q] = np.inf
-    for g in range(b * _BLOCK, min(gs.shape[0], (b + 1) * _BLOCK)):
-        for k in range(K + 1):
-            T[node, k] += gs[g, k]
-        for q in range(P):
-            d = T[node, 1 + pa[q]] - T[node, 1 + pb[q]]
-            if d > T[node, 1 + K + q]:
-                T[node, 1 + K + q], T[node, 1 + K + P + q] = d, T[node, 0]
-            if d < T[node, 1 + K + 2 * P + q]:
-                T[node, 1 + K + 2 * P + q], T[node, 1 + K + 3 * P + q] = d, T[node, 0]
+# ``gs[g] = (rows, sum of Gamma_a - Gamma_b for each arm pair q = (a, b), a < b)``. Blocks of
+# ``_BLOCK`` consecutive groups are the leaves of a segment tree ``T`` (block b: row ``size + b``;
+# node v has children 2v and 2v + 1). A node record (one row of T) holds in column 0 the rows
+# below the node and, for each pair q, five columns from 1 + 5q: the sum of Gamma_a - Gamma_b
+# over the node's rows, the maximum prefix sum of Gamma_a - Gamma_b over the node's groups
+# (prefix from its first group, inclusive), the rows up to that maximum, the minimum prefix sum
+# and the rows up to it. The arm totals of all rows are kept outside the tree.
 
 
 @njit(cache=True, error_model="numpy")
 def _insert(group, g, gs, T, size, pa, pb):
-    """Add a row with rewards ``g`` to ``group`` and refresh its block's path to the root."""
-    K, P = g.size, pa.size
+    """Add a row with rewards ``g`` to ``group``, rescan its block and refresh the path to the
+    root."""
     gs[group, 0] += 1.0
-    for k in range(K):
-        gs[group, 1 + k] += g[k]
-    node = group // _BLOCK
-    _scan_block(node, gs, T, size, pa, pb)
-    node = (node + size) >> 1
+    for q in range(pa.size):
+        gs[group, 1 + q] += g[pa[q]] - g[pb[q]]
+    blk = group // _BLOCK
+    leaf = size + blk
+    T[leaf, :] = 0.0
+    for q in range(pa.size):
+        T[leaf, 2 + 5 * q] = -np.inf
+        T[leaf, 4 + 5 * q] = np.inf
+    for h in range(blk * _BLOCK, (blk + 1) * _BLOCK):
+        T[leaf, 0] += gs[h, 0]
+        for q in range(pa.size):
+            c = 1 + 5 * q
+            d = T[leaf, c] + gs[h, 1 + q]
+            T[leaf, c] = d
+            if d > T[leaf, c + 1]:
+                T[leaf, c + 1], T[leaf, c + 2] = d, T[leaf, 0]
+            if d < T[leaf, c + 3]:
+                T[leaf, c + 3], T[leaf, c + 4] = d, T[leaf, 0]
+    node = leaf >> 1
     while node >= 1:
         L, R = 2 * node, 2 * node + 1
-        for k in range(K + 1):
-            T[node, k] = T[L, k] + T[R, k]
-        for q in range(P):
-            dl = T[L, 1 + pa[q]] - T[L, 1 + pb[q]]
-            c = 1 + K + q
-            right = dl + T[R, c]
-            if T[L, c] >= right:
-                T[node, c], T[node, c + P] = T[L, c], T[L, c + P]
-            else:
-                T[node, c], T[node, c + P] = right, T[L, 0] + T[R, c + P]
-            c += 2 * P
-            right = dl + T[R, c]
-            if T[L, c] <= right:
-                T[node, c], T[node, c + P] = T[L, c], T[L, c + P]
-            else:
-                T[node, c], T[node, c + P] = right, T[L, 0] + T[R, c + P]
+        T[node, 0] = T[L, 0] + T[R, 0]
+        for q in range(pa.size):
+            c = 1 + 5 * q
+            dl = T[L, c]
+            T[node, c] = dl + T[R, c]
+            lv, rv = T[L, c + 1], dl + T[R, c + 1]
+            lr, rr = T[L, c + 2], T[L, 0] + T[R, c + 2]
+            keep = lv >= rv
+            T[node, c + 1] = lv if keep else rv
+            T[node, c + 2] = lr if keep else rr
+            lv, rv = T[L, c + 3], dl + T[R, c + 3]
+            lr, rr = T[L, c + 4], T[L, 0] + T[R, c + 4]
+            keep = lv <= rv
+            T[node, c + 3] = lv if keep else rv
+            T[node, c + 4] = lr if keep else rr
         node >>= 1
 
 
@@ -153,45 +157,40 @@ def _kth(gs, T, size, k):
 
 
 @njit(cache=True, error_model="numpy")
-def _absorb_group(gs, g, pa, pb, off, hi_mx, lo_mn):
-    for k in range(off.size):
-        off[k] += gs[g, 1 + k]
-    for q in range(pa.size):
-        d = off[pa[q]] - off[pb[q]]
-        hi_mx[q] = max(hi_mx[q], d)
-        lo_mn[q] = min(lo_mn[q], d)
+def _absorb_group(gs, g, off, hi_mx, lo_mn):
+    """Extend running prefix sums ``off`` and the extremes seen so far by group ``g``."""
+    for q in range(off.size):
+        off[q] += gs[g, 1 + q]
+        hi_mx[q] = max(hi_mx[q], off[q])
+        lo_mn[q] = min(lo_mn[q], off[q])
 
 
 @njit(cache=True, error_model="numpy")
-def _absorb_node(T, v, pa, pb, off, hi_mx, lo_mn):
-    K, P = off.size, pa.size
-    for q in range(P):
-        base = off[pa[q]] - off[pb[q]]
-        hi_mx[q] = max(hi_mx[q], base + T[v, 1 + K + q])
-        lo_mn[q] = min(lo_mn[q], base + T[v, 1 + K + 2 * P + q])
-    for k in range(K):
-        off[k] += T[v, 1 + k]
+def _absorb(T, v, off, hi_mx, lo_mn):
+    """Extend running prefix sums ``off`` and the extremes seen so far by node ``v``."""
+    for q in range(off.size):
+        c = 1 + 5 * q
+        hi_mx[q] = max(hi_mx[q], off[q] + T[v, c + 1])
+        lo_mn[q] = min(lo_mn[q], off[q] + T[v, c + 3])
+        off[q] += T[v, c]
 
 
 @njit(cache=True, error_model="numpy")
-def _stump_value(gs, T, size, min_leaf, bar, pa, pb, off, hi_mx, lo_mn, stack):
-    """Best depth-1 total reward of the rows in the tree (leaf or any allowed split), or any
-    value not above ``bar`` when the best is not above ``bar``."""
-    K, P = off.size, pa.size
+def _stump_value(gs, T, size, tot, min_leaf, bar, pa, pb, off, hi_mx, lo_mn, stack):
+    """Best depth-1 total reward of the rows in the tree (arm totals ``tot``; leaf or any
+    allowed split), or any value not above ``bar`` when the best is not above ``bar``."""
+    P = pa.size
     m = T[1, 0]
-    best = T[1, 1]
-    for k in range(1, K):
-        best = max(best, T[1, 1 + k])
+    best = tot.max()
     # The extreme prefix sums over all groups decide unless one sits strictly inside the first
     # or last ``min_leaf - 1`` rows (a prefix over 0 or all m rows is a leaf value); in any case
     # they bound the best allowed split from above.
     direct, decided = best, True
     for q in range(P):
-        for c in (1 + K + q, 1 + K + 2 * P + q):
-            rows = T[1, c + P]
+        c = 1 + 5 * q
+        for rows in (T[1, c + 2], T[1, c + 4]):
             decided &= not (0 < rows < m and (rows < min_leaf or rows > m - min_leaf))
-        direct = max(direct, T[1, 1 + pb[q]] + T[1, 1 + K + q],
-                     T[1, 1 + pa[q]] - T[1, 1 + K + 2 * P + q])
+        direct = max(direct, tot[pb[q]] + T[1, c + 1], tot[pa[q]] - T[1, c + 3])
     if decided or direct <= bar:
         return direct
     if m < 2 * min_leaf:
@@ -201,69 +200,76 @@ def _stump_value(gs, T, size, min_leaf, bar, pa, pb, off, hi_mx, lo_mn, stack):
     if lo > hi:
         return best
     blo, bhi = lo // _BLOCK, hi // _BLOCK
-    off[:] = 0.0  # reward sums before group lo
+    off[:] = 0.0  # sums of the groups before lo
     node, a, b = 1, 0, size
     while node < size:
         mid = (a + b) // 2
         if blo >= mid:
-            for k in range(K):
-                off[k] += T[2 * node, 1 + k]
+            for q in range(P):
+                off[q] += T[2 * node, 1 + 5 * q]
             node, a = 2 * node + 1, mid
         else:
             node, b = 2 * node, mid
     for g in range(blo * _BLOCK, lo):
-        for k in range(K):
-            off[k] += gs[g, 1 + k]
+        for q in range(P):
+            off[q] += gs[g, 1 + q]
     hi_mx[:] = -np.inf
     lo_mn[:] = np.inf
     for g in range(lo, min(hi + 1, (blo + 1) * _BLOCK)):
-        _absorb_group(gs, g, pa, pb, off, hi_mx, lo_mn)
+        _absorb_group(gs, g, off, hi_mx, lo_mn)
     if bhi > blo:
         ns = 0
         l, r = blo + 1 + size, bhi + size
         while l < r:  # canonical nodes of blocks blo+1 .. bhi-1, absorbed left to right
             if l & 1:
-                _absorb_node(T, l, pa, pb, off, hi_mx, lo_mn)
+                _absorb(T, l, off, hi_mx, lo_mn)
                 l += 1
             if r & 1:
                 r -= 1
                 stack[ns] = r
                 ns += 1
-            l //= 2
-            r //= 2
+            l >>= 1
+            r >>= 1
         for t in range(ns - 1, -1, -1):
-            _absorb_node(T, stack[t], pa, pb, off, hi_mx, lo_mn)
+            _absorb(T, stack[t], off, hi_mx, lo_mn)
         for g in range(bhi * _BLOCK, hi + 1):
-            _absorb_group(gs, g, pa, pb, off, hi_mx, lo_mn)
+            _absorb_group(gs, g, off, hi_mx, lo_mn)
     for q in range(P):
-        best = max(best, T[1, 1 + pb[q]] + hi_mx[q], T[1, 1 + pa[q]] - lo_mn[q])
+        best = max(best, tot[pb[q]] + hi_mx[q], tot[pa[q]] - lo_mn[q])
     return best
 
 
 @njit(cache=True, error_model="numpy")
-def _scan_children(group, gamma, n_groups, cut, min_leaf, pa, pb, left, right):
+def _scan_children(group, n_groups, gamma, cut, min_leaf, pa, pb, left, right):
     """Raise ``left[i]`` / ``right[i]`` to the best depth-1 reward of the left / right child
-    of every allowed root split point i (rows ``0..i`` of the root order on the left) using
-    splits on one child feature. ``group`` and ``gamma`` are in root order; ``group`` is each
-    row's rank among the child feature's distinct values."""
+    of every allowed root split point i (rows ``0..i`` of the root order on the left) over
+    splits on every child feature. ``gamma`` is in root order and ``group[j, i]`` is the rank of
+    row i's value among the distinct values of child feature j (``n_groups[j]`` of them)."""
     n, K = gamma.shape
-    size = 1
-    while size * _BLOCK < n_groups:
-        size *= 2
-    off, hi_mx, lo_mn = np.empty(K), np.empty(pa.size), np.empty(pa.size)
+    P = pa.size
+    width = -(-(1 + 5 * P) // _LINE) * _LINE
+    tot, off, hi_mx, lo_mn = np.empty(K), np.empty(P), np.empty(P), np.empty(P)
     stack = np.empty(64, dtype=np.int64)
-    for side in range(2):
-        gs = np.zeros((n_groups, 1 + K))
-        T = np.zeros((2 * size, 1 + K + 4 * pa.size))
-        for step in range(n):
-            i = step if side == 0 else n - 1 - step
-            _insert(group[i], gamma[i], gs, T, size, pa, pb)
-            if side == 0 and cut[i]:
-                left[i] = max(left[i], _stump_value(gs, T, size, min_leaf, left[i], pa, pb, off,
-                                                    hi_mx, lo_mn, stack))
-            elif side == 1 and i > 0 and cut[i - 1]:
-                right[i - 1] = max(right[i - 1], _stump_value(gs, T, size, min_leaf, right[i - 1],
-                                                              pa, pb, off, hi_mx, lo_mn, stack))
+    for j in range(group.shape[0]):
+        size = 1
+        while size * _BLOCK < n_groups[j]:
+            size *= 2
+        for side in range(2):
+            gs = np.zeros((size * _BLOCK, 1 + P))
+            T = np.zeros((2 * size, width))
+            tot[:] = 0.0
+            for step in range(n):
+                i = step if side == 0 else n - 1 - step
+                _insert(group[j, i], gamma[i], gs, T, size, pa, pb)
+                for k in range(K):
+                    tot[k] += gamma[i, k]
+                if side == 0 and cut[i]:
+                    left[i] = max(left[i], _stump_value(gs, T, size, tot, min_leaf, left[i], pa, pb,
+                                                        off, hi_mx, lo_mn, stack))
+                elif side == 1 and i > 0 and cut[i - 1]:
+                    right[i - 1] = max(right[i - 1], _stump_value(gs, T, size, tot, min_leaf,
+                                                                  right[i - 1], pa, pb, off,
+                                                                  hi_mx, lo_mn, stack))
 
 
 def _best_depth2(X, gamma, min_leaf):
@@ -271,22 +277,23 @@ def _best_depth2(X, gamma, min_leaf):
     n, p = X.shape
     K = gamma.shape[1]
     pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(K, 1))
-    groups = [np.unique(X[:, j], return_inverse=True) for j in range(p)]
-    group = [inv.astype(np.int64).ravel() for _, inv in groups]
+    group = np.empty((p, n), dtype=np.int64)
+    n_groups = np.empty(p, dtype=np.int64)
+    for j in range(p):
+        values, inverse = np.unique(X[:, j], return_inverse=True)
+        group[j], n_groups[j] = inverse.ravel(), values.size
     sizes = np.arange(1, n + 1)
     best = None
     for j in range(p):
-        order = np.argsort(X[:, j], kind="stable").astype(np.int64)
+        order = np.argsort(X[:, j], kind="stable")
         xs = X[order, j]
         cut = np.zeros(n, dtype=np.bool_)
         cut[:-1] = (xs[:-1] < xs[1:]) & (sizes[:-1] >= min_leaf) & (n - sizes[:-1] >= min_leaf)
         if not cut.any():
             continue
         left, right = np.full(n, -np.inf), np.full(n, -np.inf)
-        g_sorted = np.ascontiguousarray(gamma[order])
-        for j2 in range(p):
-            _scan_children(group[j2][order], g_sorted, groups[j2][0].size, cut, min_leaf, pa,
-                           pb, left, right)
+        _scan_children(np.ascontiguousarray(group[:, order]), n_groups,
+                       np.ascontiguousarray(gamma[order]), cut, min_leaf, pa, pb, left, right)
         total = np.where(cut, left + right, -np.inf)
         i = int(np.argmax(total))
         if best is None or _rel_better(total[i], best[2]):
