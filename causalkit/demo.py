@@ -42,8 +42,8 @@ def demo_estimates(data: pd.DataFrame, covariates=NSW_COVARIATES) -> dict:
     """Fit the compared estimators; returns ``{label: Estimate}``.
 
     Every estimator uses ``covariates``, ``re78`` as outcome, ``treat`` and ``trial``. The
-    recommended estimator reports its default interval (the pipeline bootstrap, 200 resamples on
-    two cores); the others influence-function standard errors (``inference="influence"``; the
+    recommended estimator reports its default interval (the pipeline bootstrap, 200 resamples);
+    the others influence-function standard errors (``inference="influence"``; the
     priors' posterior SD), which treat a selected borrowed set as fixed -- their pipeline
     bootstrap is the honest interval for the selecting estimators but takes minutes on 16,000
     external controls.
@@ -56,7 +56,7 @@ def demo_estimates(data: pd.DataFrame, covariates=NSW_COVARIATES) -> dict:
         for label, name in DEMO_ESTIMATORS.items():
             est = ESTIMATORS[name](random_state=0).fit(data, y="re78", treatment="treat",
                                                        trial="trial", covariates=covariates)
-            out[label] = (est.estimate(n_jobs=2) if name == "adaptive"
+            out[label] = (est.estimate() if name == "adaptive"
                           else est.estimate(inference="influence"))
     return out
 
