@@ -130,6 +130,8 @@ class AdaptiveBorrowing(BorrowingEstimator):
         :math:`\\hat\\lambda`.
     bias_statistic_ : float
         :math:`\\hat D/s_D`, the standardised difference of full borrowing and trial-only.
+    difference_se_ : float
+        :math:`s_D`, the standard error of :math:`\\hat D`.
     trial_only_, full_borrowing_ : BorrowedFit
         The two fits that are combined.
     outcome_models_ : dict
@@ -185,6 +187,7 @@ class AdaptiveBorrowing(BorrowingEstimator):
                           beta=full.beta, n_borrowed=full.n_borrowed)
         self.trial_only_, self.full_borrowing_ = base, full
         self.borrowing_fraction_, self.bias_statistic_ = lam, float(z)
+        self.difference_se_ = s_d
         mask = np.full(data.n_external, lam)
         return fit, mask, {"borrowing_fraction": lam, "bias_statistic": float(z)}
 
@@ -203,7 +206,7 @@ class AdaptiveBorrowing(BorrowingEstimator):
         rows[self._label] = self.estimate(**estimate_kwargs)
         ax = plot_estimates(rows, ax=ax)
         limit = float(translation_limit(self.bias_statistic_, self.threshold, self.decay))
-        half = limit * difference_se(self.trial_only_, self.full_borrowing_)
+        half = limit * self.difference_se_
         if np.isfinite(half):
             ax.axvspan(self.trial_only_.value - half, self.trial_only_.value + half,
                        color="tab:blue", alpha=0.12,
