@@ -153,11 +153,15 @@ def _exit_with_parent(parent: int) -> None:
     soon as that process dies.
 
     A SIGKILLed study cannot tell its workers to stop; each worker instead polls its parent id
-    (which changes when the parent dies) from a daemon thread, twice a second.
+    (which changes when the parent dies) from a daemon thread, twice a second. A worker that
+    loky started (or replaced) just before the study died finds itself already re-parented
+    when its initializer runs, and exits at once.
     """
     global _WATCHED_PARENT
-    if _WATCHED_PARENT is not None or os.getpid() == parent or os.getppid() != parent:
+    if _WATCHED_PARENT is not None or os.getpid() == parent:
         return
+    if os.getppid() != parent:
+        os._exit(1)
     _WATCHED_PARENT = parent
 
     def watch():
