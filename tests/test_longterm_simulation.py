@@ -6,12 +6,12 @@ from causalkit.longterm import LinearGaussianDesign
 from causalkit.longterm.studies import linear_estimators
 from causalkit.simulation import run_study, summarize
 
-# The cross-fitted "MonotoneAIPW (wrong outcome chain)" is consistent but keeps an O(1/n) bias
-# from out-of-fold inverse weights (see linear_estimators); its in-sample twin is the one whose
-# finite-sample double robustness is checked here.
+# Both sides of each doubly robust estimator are checked: the default in-sample weights with
+# a wrong (constant) outcome chain, and a correct chain with wrong (constant) weights.
 CORRECT = ["SequentialIPW", "SequentialIPW (Hajek)", "SequentialRegression", "SeqMSM",
-           "MonotoneAIPW", "MonotoneAIPW (wrong outcome chain, in-sample)",
-           "MonotoneAIPW (wrong weights)"]
+           "MonotoneAIPW", "MonotoneAIPW (wrong outcome chain)", "MonotoneAIPW (wrong weights)",
+           "SequentialTMLE", "SequentialTMLE (wrong outcome chain)",
+           "SequentialTMLE (wrong weights)"]
 BIASED = ["CompleteCase", "NaiveIPW", "SequentialRegression (wrong chain)",
           "SequentialIPW (wrong weights)"]
 

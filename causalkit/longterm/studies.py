@@ -3,15 +3,11 @@
 * ``linear_gaussian``: X ~ N(0, I_5), n = 1000, three stages, closed-form ATE = 3, drop-out
   driven by the latest short-term outcome (xi = 1) at 10/20/30/40% per stage, 400
   replications (at 200 the MC SE is too coarse to tell a bias of
-  0.02 from noise); a complete-data T-learner on the same draws as a reference; at 30% also
-  bootstrap intervals for SequentialRegression and SeqMSM (a twentieth of the replications),
-  at 40% for the normalised MonotoneAIPW (a quarter);
+  0.02 from noise); a complete-data T-learner on the same draws as a reference; at 10% and
+  40% also the bootstrap intervals (100 resamples) of SeqMSM (its default), MonotoneAIPW and
+  SequentialTMLE on an eighth of the replications;
 * ``ihdp``: the 747 IHDP children (25 covariates, real treatment), the same outcome chain and
-  drop-out at 15% and 30% per stage, 200 replications; truth = mean tau(X_i); includes
-  BalanceNet (linear MMD at alpha = 1 and 0.1, Wasserstein at 0.1) against unbalanced networks
-  of the same size (PEHE) at the high drop-out rate, with a quarter of the replications and
-  small networks (``STUDY_NET``: 2 x 32 representation, 1 x 32
-  heads, at most 100 epochs) because the machine is a shared 2-core one;
+  drop-out at 15% and 30% per stage, 200 replications; truth = mean tau(X_i);
 * ``jobs``: NSW (445 units) plus the 812 CPS controls on the common support (8 covariates,
   observational), the same chain at 20% and 35% per stage, 200 replications.
 
@@ -29,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["linear_gaussian", "ihdp", "jobs", "linear_estimators", "network_estimators"]
+__all__ = ["linear_gaussian", "ihdp", "jobs", "linear_estimators"]
 
 
 # -- estimators -------------------------------------------------------------------------------
@@ -57,8 +53,11 @@ def _factories(seed: int = 0) -> dict:
         SeqMSM,
         SequentialIPW,
         SequentialRegression,
+        SequentialTMLE,
     )
     flat = DummyClassifier(strategy="prior")
+    wrong_chain = {"outcome_model": DummyRegressor()}
+    wrong_weights = {"propensity_model": flat, "selection_model": flat}
     return {
         "SequentialIPW": SequentialIPW,
         "SequentialIPW (Hajek)": partial(SequentialIPW, normalize=True),
@@ -66,16 +65,16 @@ def _factories(seed: int = 0) -> dict:
         "SeqMSM": SeqMSM,
         "MonotoneAIPW": partial(MonotoneAIPW, random_state=seed),
         "MonotoneAIPW (normalized)": partial(MonotoneAIPW, normalize=True, random_state=seed),
-        "MonotoneAIPW (wrong outcome chain)": partial(MonotoneAIPW, outcome_model=DummyRegressor(),
+        "MonotoneAIPW (cv=5)": partial(MonotoneAIPW, cv=5, random_state=seed),
+        "MonotoneAIPW (wrong outcome chain)": partial(MonotoneAIPW, **wrong_chain,
                                                       random_state=seed),
-        "MonotoneAIPW (wrong outcome chain, in-sample)": partial(
-            MonotoneAIPW, outcome_model=DummyRegressor(), cv=1),
-        "MonotoneAIPW (wrong weights)": partial(MonotoneAIPW, propensity_model=flat,
-                                                selection_model=flat, random_state=seed),
-        "SequentialRegression (wrong chain)": partial(SequentialRegression,
-                                                      outcome_model=DummyRegressor()),
-        "SequentialIPW (wrong weights)": partial(SequentialIPW, propensity_model=flat,
-                                                 selection_model=flat),
+        "MonotoneAIPW (wrong weights)": partial(MonotoneAIPW, **wrong_weights,
+                                                random_state=seed),
+        "SequentialTMLE": SequentialTMLE,
+        "SequentialTMLE (wrong outcome chain)": partial(SequentialTMLE, **wrong_chain),
+        "SequentialTMLE (wrong weights)": partial(SequentialTMLE, **wrong_weights),
+        "SequentialRegression (wrong chain)": partial(SequentialRegression, **wrong_chain),
+        "SequentialIPW (wrong weights)": partial(SequentialIPW, **wrong_weights),
         "CompleteCase": partial(CompleteCase, random_state=seed),
         "NaiveIPW": NaiveIPW,
     }
@@ -84,15 +83,13 @@ def _factories(seed: int = 0) -> dict:
 def linear_estimators(with_pehe: bool = False, seed: int = 0) -> dict:
     """``{name: fn(data)}`` for every non-neural estimator (linear/logistic nuisances) plus the
     deliberately misspecified variants used to show double robustness; all with the
-    influence-function standard error (the fast one; see ``bootstrap_estimators``).
+    influence-function (or sandwich) standard error, the fast one, whatever the estimator's
+    default inference (the bootstrap defaults are checked on fewer replications, see
+    ``bootstrap_estimators``).
 
-    With a wrong outcome chain, cross-fitted (out-of-fold) inverse weights leave an O(1/n)
-    bias (Jensen's inequality on ``1 / lambda_hat``, multiplied by the chain's residuals): in
-    the linear design at 10% drop-out +0.026 at n = 1000 and +0.006 at n = 4000 (plain form;
-    ratio form +0.016 and +0.004; 1,200 replications each,
-    ``simulations/longterm_crossfit_check.py``). The ``in-sample``
-    variant fits the parametric weights on the whole sample (``cv=1``), which their finite
-    dimension allows; it shows the finite-sample double robustness without that term."""
+    ``MonotoneAIPW (cv=5)`` is the cross-fitted form: with parametric nuisance models its
+    out-of-fold inverse weights are noisier and too large on average (Jensen's inequality on
+    ``1 / lambda_hat``), which is why the default fits them in-sample."""
     return {name: partial(_run, make, with_pehe=with_pehe)
             for name, make in _factories(seed).items()}
 
@@ -106,7 +103,13 @@ def _complete_data_t_learner(data):
     return SequentialRegression().fit(data["X"], y, data["treatment"]).estimate()
 
 
-def bootstrap_estimators(seed: int = 0, names=("SequentialRegression", "SeqMSM")) -> dict:
+#: Estimators whose bootstrap intervals the linear study checks (on an eighth of the
+#: replications): SeqMSM's default inference, and the weighting estimators' alternative to
+#: their influence-function interval under heavy drop-out.
+BOOTSTRAPPED = ("SeqMSM", "MonotoneAIPW", "SequentialTMLE")
+
+
+def bootstrap_estimators(seed: int = 0, names=BOOTSTRAPPED) -> dict:
     """The named estimators of :func:`linear_estimators` with bootstrap intervals (100
     resamples, every nuisance refitted on each)."""
     factories = _factories(seed)
@@ -117,28 +120,6 @@ def bootstrap_estimators(seed: int = 0, names=("SequentialRegression", "SeqMSM")
 #: Network size used in the studies (modest, for a shared 2-core machine).
 STUDY_NET = {"representation": (32, 32), "head": (32,), "batch_size": 128, "lr": 3e-3,
              "max_epochs": 100, "patience": 10}
-
-
-def _net(alpha, seed, **kwargs):
-    import torch
-
-    from causalkit.longterm.balancenet import BalanceNet
-    torch.set_num_threads(1)
-    return BalanceNet(alpha=alpha, random_state=seed, device="cpu", **{**STUDY_NET, **kwargs})
-
-
-def network_estimators(seed: int = 0, alpha: float = 1.0, unbalanced: bool = True,
-                       ipm: str = "mmd_linear") -> dict:
-    """BalanceNet (penalty ``ipm``, weight ``alpha`` on both penalties) against the same
-    networks unbalanced (``alpha = 0``), both as the stage learners of the sequential
-    regression."""
-    name = "BalanceNet" if alpha == 1.0 else f"BalanceNet (alpha={alpha:g})"
-    if ipm != "mmd_linear":
-        name = f"BalanceNet ({ipm}, alpha={alpha:g})"
-    out = {name: partial(_run, partial(_net, alpha, seed, ipm=ipm), with_pehe=True)}
-    if unbalanced:
-        out["Unbalanced net"] = partial(_run, partial(_net, 0.0, seed), with_pehe=True)
-    return out
 
 
 # -- designs ----------------------------------------------------------------------------------
@@ -230,27 +211,21 @@ def linear_gaussian(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=No
         estimators = {**linear_estimators(seed=seed),
                       "Complete-data T-learner (reference)": _complete_data_t_learner}
         settings.append((f"dropout{int(100 * rate)}", dgp, estimators, reps))
-        if rate == 0.3 or quick:
+        if rate in (0.1, 0.4) or quick:
             settings.append((f"dropout{int(100 * rate)}_bootstrap", dgp,
-                             bootstrap_estimators(seed=seed), max(2, reps // 20)))
-        if rate == 0.4:
-            settings.append(("dropout40_bootstrap", dgp,
-                             bootstrap_estimators(seed=seed, names=("MonotoneAIPW (normalized)",)),
-                             max(2, reps // 4)))
+                             bootstrap_estimators(seed=seed, names=BOOTSTRAPPED),
+                             max(2, reps // 8)))
     return _study(settings, reps, seed, n_jobs, backend, scheduler, out)
 
 
 def ihdp(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
          quick=False) -> pd.DataFrame:
-    """Semi-synthetic IHDP (747 units, 3 stages) at 15% and 30% drop-out per stage, with
-    BalanceNet versus unbalanced networks of the same size at 30% (linear MMD at weights 1 and
-    0.1, Wasserstein at 0.1; fewer replications: each network fit takes seconds). The paired
-    comparison of more variants, with placebo penalties, is
-    ``simulations/longterm_networks_paired.py``."""
+    """Semi-synthetic IHDP (747 units, 3 stages) at 15% and 30% drop-out per stage. The
+    networks (BalanceNet against unbalanced and placebo-penalised networks, SeqMSM and
+    SequentialRegression) are compared in the study ``longterm-balancenet``."""
     from causalkit.longterm.dgp import LinearGaussianDesign
     X, A = _ihdp_covariates()
     reps = reps or (3 if quick else 200)
-    net_reps = max(2, reps // 4)
     settings = []
     for rate in ((0.3,) if quick else (0.15, 0.3)):
         design = LinearGaussianDesign(n_features=X.shape[1], dropout=(rate,) * 3, xi=1.0,
@@ -259,15 +234,6 @@ def ihdp(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=Non
         dgp = partial(_fixed, design=design, X=X, treatment=A)
         settings.append((f"dropout{int(100 * rate)}", dgp,
                          linear_estimators(with_pehe=True, seed=seed), reps))
-        if rate == 0.3:
-            settings.append((f"dropout{int(100 * rate)}_networks", dgp,
-                             network_estimators(seed=seed), net_reps))
-            settings.append((f"dropout{int(100 * rate)}_networks_alpha0.1", dgp,
-                             network_estimators(seed=seed, alpha=0.1, unbalanced=False),
-                             net_reps))
-            settings.append((f"dropout{int(100 * rate)}_networks_wasserstein", dgp,
-                             network_estimators(seed=seed, alpha=0.1, unbalanced=False,
-                                                ipm="wasserstein"), net_reps))
     return _study(settings, reps, seed, n_jobs, backend, scheduler, out)
 
 
