@@ -1,0 +1,328 @@
+"""Paper-comparison tables of the systems drivers, read from their committed results.
+
+:func:`paper_comparison` puts each paper's claimed numbers (as recorded in the project's research
+notes, with the note's confidence tag) beside what the committed study results under
+``simulations/results/<paper>/`` measured. Our numbers are always read from those files, never
+typed in; the paper's are quoted from the notes and are claims, not measurements. Every row says
+what we compared against, whether that is the strongest baseline a practitioner would use, and
+whether our number is real (run on this machine), emulated (real code over software stand-ins of
+hardware) or simulated (a model).
+
+Tags (from the notes): ``P`` primary text (abstract, paper draft, authors' code); ``R`` a third
+party who read the full text; ``S`` secondary reading notes; ``A`` AI-written summaries; ``none``
+when the paper could not be read at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["DRIVERS", "COLUMNS", "paper_comparison", "results_dir"]
+
+#: Driver (paper) names accepted by :func:`paper_comparison`; also the results folder names.
+DRIVERS = ("smartann", "argus", "liver", "shift", "vclos")
+
+#: Columns of every table.
+COLUMNS = ["claim", "paper", "tag", "ours", "ours_text", "setting", "baseline",
+           "strongest_baseline", "evidence", "note"]
+
+
+def results_dir(driver: str, results=None) -> Path:
+    """The committed results folder of ``driver`` (``simulations/results/<driver>`` of the
+    source tree unless ``results`` names the parent folder)."""
+    if driver not in DRIVERS:
+        raise ValueError(f"driver must be one of {DRIVERS}; got {driver!r}")
+    root = Path(results) if results is not None else (
+        Path(__file__).resolve().parents[2] / "simulations" / "results")
+    folder = root / driver
+    if not (folder / "MANIFEST.json").exists():
+        raise FileNotFoundError(f"no committed results for {driver!r} in {folder} "
+                                "(the tables read simulations/results/ of a source checkout)")
+    return folder
+
+
+def paper_comparison(driver: str, results=None) -> pd.DataFrame:
+    """Paper claim beside our measured number, one row per comparison.
+
+    Parameters
+    ----------
+    driver : {"smartann", "argus", "liver", "shift", "vclos"}
+    results : str or Path, optional
+        Folder holding ``<driver>/`` result folders (default: ``simulations/results`` of the
+        source tree).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`COLUMNS`: the claim, the paper's number as quoted (text) and its ``tag``,
+        ``ours`` (float, read from the committed files) and ``ours_text`` (formatted), the
+        ``setting`` of our number, the ``baseline`` it is measured against, whether that is the
+        ``strongest_baseline`` a practitioner would use, the ``evidence`` kind (real, emulated
+        or simulated) and a ``note`` on why the numbers differ.
+    """
+    folder = results_dir(driver, results)
+    rows = _BUILDERS[driver](folder)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _row(claim, paper, tag, ours, ours_text, setting, baseline, strongest, evidence, note=""):
+    return dict(zip(COLUMNS, (claim, paper, tag, float(ours), ours_text, setting, baseline,
+                              strongest, evidence, note), strict=True))
+
+
+def _pct(x: float, signed: bool = False) -> str:
+    return f"{x:+.1%}" if signed else f"{x:.1%}"
+
+
+# SmartANN ---------------------------------------------------------------------------------------
+def _smartann(folder: Path) -> list[dict]:
+    s = pd.read_csv(folder / "summary.csv")
+    rows = []
+    for r in s.itertuples(index=False):
+        applied = r.actions_applied if isinstance(r.actions_applied, str) else ""
+        note = (f"design {r.design} (actions: {applied})" if applied else
+                "no action accepted: the design is the default, so the ratio is timing noise")
+        rows.append(_row(
+            f"QPS at equal Recall@10, auto-design / default ({r.dataset}, {r.family})",
+            "not retrieved", "none (paper not read; the note forbids quoting numbers)",
+            r.qps_ratio_at_equal_recall_median, f"{r.qps_ratio_at_equal_recall_median:.2f}x",
+            f"{r.dataset}: {r.n_base:,} vectors, d = {r.d}, 1 thread, median over the "
+            f"recall levels both sweeps reach",
+            f"the default a user would pick: {r.baseline}",
+            "no: a plain index-type x parameter grid and faiss ParameterSpace autotune both "
+            "beat the auto-design at Recall@10 >= 0.9 (issue 21)",
+            "simulated" if bool(r.simulated) else "real (faiss on this CPU)", note))
+    return rows
+
+
+# ARGUS ------------------------------------------------------------------------------------------
+def _argus(folder: Path) -> list[dict]:
+    ov = pd.read_csv(folder / "overhead.csv").set_index("config")
+    comp = pd.read_csv(folder / "compression.csv")
+    cases = pd.read_csv(folder / "cases.csv")
+    scaling = pd.read_csv(folder / "scaling.csv")
+    rows = []
+    evidence_cpu = "real (2 gloo ranks on CPU; kernel channel = torch.profiler on CPU, no CUPTI)"
+    untraced = "the same step untraced (paired single steps)"
+    for config, claim, paper, tag in (
+            ("always_on", "iteration-time overhead, phase timers + stacks always on", "< 2%",
+             "P (abstract, all channels)"),
+            ("duty_cycled", "iteration-time overhead, all channels (profiler duty-cycled)",
+             "< 2%", "P (abstract, all channels)"),
+            ("profiler_always", "iteration-time overhead, torch.profiler always on",
+             "20-44%", "R")):
+        r = ov.loc[config]
+        rows.append(_row(
+            claim, paper, tag, r["wall_pct"] / 100, _pct(r["wall_pct"] / 100),
+            f"{int(r['pairs'])} pairs, 95% CI [{r['wall_ci_lo'] / 100:.1%}, "
+            f"{r['wall_ci_hi'] / 100:.1%}]", untraced,
+            "yes: untraced training is the reference of an overhead", evidence_cpu,
+            f"CPU steps of {ov.loc['off', 'mean_ms']:.0f} ms; the paper's 8- and 32-GPU jobs "
+            "time CUDA kernels"))
+    real = comp[~comp["simulated"].astype(bool) & comp["ratio"].notna()].iloc[0]
+    rows.append(_row(
+        "kernel-event compression ratio per rank-step", "~3,700x (10 MB -> 2.7 KB)", "R",
+        real["ratio"], f"{real['ratio']:,.1f}x", real["source"],
+        "raw profiler events of the same windows", "n/a (a ratio, not a contest)",
+        "real (CPU profiler windows)",
+        "real CPU windows hold few events per kernel; our summary is a quantile sketch, the "
+        "paper's a 24-byte (count, p50, p99) triple per cluster"))
+    sim = comp[comp["simulated"].astype(bool)].copy()
+    sim = sim.iloc[[int(np.argmin(np.abs(sim["raw_bytes"] - 10e6)))]].iloc[0]
+    rows.append(_row(
+        "kernel-event compression ratio per rank-step", "~3,700x (10 MB -> 2.7 KB)", "R",
+        sim["ratio"], f"{sim['ratio']:,.0f}x",
+        f"{sim['source']}: {int(sim['n_events']):,} events, "
+        f"{sim['raw_bytes'] / 1e6:.1f} MB -> {sim['summary_bytes'] / 1e3:.2f} KB",
+        "raw events of the same window", "n/a (a ratio, not a contest)",
+        "simulated (synthetic kernel stream)",
+        "few kernel names: the ratio grows with the event count chosen (issue 21), so it "
+        "matches the paper only by construction"))
+    for r in cases.itertuples(index=False):
+        if r.fault == "none":
+            rows.append(_row(
+                "false alarms on healthy runs", "not reported", "-", r.detection_rate,
+                _pct(r.detection_rate), f"{r.runs} fault-free runs, {r.world_size} ranks",
+                "-", "-", evidence_cpu, "a detection on a run without a fault"))
+            continue
+        kind = ("emulated (link fault injected in software)" if bool(r.emulated)
+                else evidence_cpu)
+        rows.append(_row(
+            f"fault detected and attributed: {r.fault}", "caught (case study, no rate)", "R",
+            r.detection_rate, _pct(r.detection_rate),
+            f"{r.runs} runs, {r.world_size} ranks, precision {r.precision:.2f}, median "
+            f"{r.median_steps_to_detect:g} steps to detect", "the injected fault (ground truth)",
+            "n/a (detection rate against known faults)", kind,
+            "injected faults on a small CPU job; the paper's cases are production incidents"))
+    big = scaling[scaling["n_ranks"] == scaling["n_ranks"].max()]
+    med = float(big["diagnose_s"].median())
+    rows.append(_row(
+        "diagnosis time at 10,000+ ranks", "minutes (tens of thousands of ranks)", "A",
+        med, f"{med:.0f} s", f"{int(big['n_ranks'].iloc[0]):,} ranks, median of {len(big)} runs, "
+        f"recall {big['recall'].mean():.2f}", "-", "-", "simulated (synthetic rank streams)",
+        "one process on 2 cores; synthetic streams with an injected fault"))
+    return rows
+
+
+# LiveR ------------------------------------------------------------------------------------------
+def _liver(folder: Path) -> list[dict]:
+    s = pd.read_csv(folder / "summary.csv").iloc[0]
+    ev = pd.read_csv(folder / "events.csv")
+    vol = ev[(ev["part"] == "volatile") & (ev["mode"] == "live")]
+    sim = pd.read_csv(folder / "simulated.csv").set_index(["scenario", "mode"])
+    real = "real (gloo worker processes on CPU)"
+    ckpt = "checkpoint/restart of the same job (torch.distributed.checkpoint + torchrun)"
+    strongest = ("partly: the paper's main baseline; UCP and ByteCheckpoint (reshape at load) "
+                 "are not compared")
+    small = (f"{int(s['live_events'])} resizes per mode; state of a few MB (staging bound "
+             f"{int(s['staging_bound_bytes']) // 1024} KiB)")
+    rows = [
+        _row("resize speed-up over checkpoint/restart (mean downtime ratio)", "14-23x", "P",
+             s["ratio_restart_over_live"], f"{s['ratio_restart_over_live']:.0f}x",
+             f"{small}; ratio of medians {s['ratio_of_medians']:.0f}x", ckpt, strongest, real,
+             "restart downtime here is process start and imports, not state I/O (issue 21)"),
+        _row("downtime per live resize", "2-6 s (GPT-30B: 5.8 s)", "A",
+             s["live_downtime_mean_s"], f"{s['live_downtime_mean_s']:.2f} s", small, "-", "-",
+             real, "MB-scale state over loopback vs tens of GB over 200 Gb/s InfiniBand"),
+        _row("downtime per checkpoint/restart", "~150 s Megatron, ~120 s UCP (GPT-30B)", "A",
+             s["restart_downtime_mean_s"], f"{s['restart_downtime_mean_s']:.1f} s", small, "-",
+             "-", real, "dominated by interpreter start and imports on 2 cores"),
+        _row("goodput under a volatile schedule, live", "up to 99%", "P",
+             s["volatile_live_goodput"], _pct(s["volatile_live_goodput"]),
+             f"volatile schedule: {len(vol)} resizes in {vol['wall_s'].max():.0f} s", ckpt,
+             strongest, real,
+             "events every few seconds: a far denser schedule than the paper's 24-hour trace"),
+        _row("goodput under a volatile schedule, checkpoint/restart", "~61%", "A",
+             s["volatile_restart_goodput"], _pct(s["volatile_restart_goodput"]),
+             "the same schedule", "-", "-", real,
+             "each restart costs more than the time between events"),
+    ]
+    for scenario, label in (("30B_32gpu", "GPT-30B on 32 GPUs"),
+                            ("70B_1024gpu", "70B on 1,024 GPUs")):
+        live, rst = sim.loc[(scenario, "live")], sim.loc[(scenario, "restart")]
+        label = f"{label}, {int(live['events'])} events"
+        paper = "up to 99%" if scenario == "30B_32gpu" else "~11 s vs ~565 s per event"
+        ours = live["goodput"] if scenario == "30B_32gpu" else \
+            live["downtime_per_event_full_size_s"]
+        text = (_pct(ours) if scenario == "30B_32gpu" else
+                f"{ours:.1f} s vs {rst['downtime_per_event_full_size_s']:.0f} s")
+        rows.append(_row(
+            f"{'goodput' if scenario == '30B_32gpu' else 'downtime per event'}: {label}",
+            paper, "P" if scenario == "30B_32gpu" else "A", ours, text,
+            f"SimPy model; restart goodput {rst['goodput']:.1%}", "checkpoint/restart (model)",
+            strongest, "simulated (SimPy, calibrated to the paper's own per-event figures)",
+            "an input, not a prediction: the model is calibrated to the paper (issue 21)"))
+    return rows
+
+
+# SHIFT ------------------------------------------------------------------------------------------
+def _shift(folder: Path) -> list[dict]:
+    d = pd.read_csv(folder / "downtime_summary.csv")
+    ov = pd.read_csv(folder / "overhead.csv").set_index(["op", "shift"])
+    tr = pd.read_csv(folder / "training_summary.csv").set_index("mode")
+    combos = pd.read_csv(folder / "trilemma_combinations.csv")
+    emulated = "emulated (software verbs over in-process NICs with fault hooks; no RDMA NIC)"
+    nccl = ("no: NCCL's own port failover (fused NICs, local QP replacement) is the stronger "
+            "anchor and is not compared")
+    rows = []
+    for workload in ("p2p", "allreduce"):
+        on = d[(d["workload"] == workload) & (d["fault"] == "nic_down") & (d["fault_host"] == 1)]
+        shift, plain = on[on["shift"]].iloc[0], on[~on["shift"]].iloc[0]
+        rows.append(_row(
+            f"traffic downtime after a NIC failure ({workload})",
+            "sub-millisecond (bars on a 0-1000 us axis)", "P (draft)", shift["downtime_ms"] / 1e3,
+            f"{shift['downtime_ms']:.2f} ms",
+            f"median of {int(shift['runs'])} runs; error detected {shift['detect_ms']:.0f} ms "
+            f"after the fault (emulated RC timeout); plain RC completed "
+            f"{plain['completed']:.0%} of runs", "plain RC QPs (the job aborts)", nccl, emulated,
+            "Python datapath: downtime is error WC -> first success, as in the paper"))
+    for op, claim, paper in (("post_send", "post_send cost, SHIFT / plain", "negligible"),
+                             ("poll", "poll_cq cost, SHIFT / plain", "negligible"),
+                             ("write_latency", "small-write latency, SHIFT / plain",
+                              "2.69 vs 2.68 us (1 B)")):
+        r, p = ov.loc[(op, True)], ov.loc[(op, False)]
+        rows.append(_row(
+            claim, paper, "P (draft)", r["ratio_vs_plain"], f"{r['ratio_vs_plain']:.2f}x",
+            f"{r['us']:.2f} vs {p['us']:.2f} us per call", "plain RC QPs",
+            "yes (same emulated verbs without the SHIFT layer)", emulated,
+            "relative costs of a Python emulation; they do not transfer to NIC hardware"))
+    rows.append(_row(
+        "training progress lost to a NIC failure, SHIFT (iterations recomputed)",
+        "none lost", "P (draft, qualitative)", tr.loc["shift", "recomputed"],
+        f"{tr.loc['shift', 'recomputed']:.0f}",
+        f"{int(tr.loc['shift', 'reps'])} runs; checkpoint/restart recomputed "
+        f"{tr.loc['checkpoint_restart', 'recomputed']:.0f} iterations; final weights equal "
+        f"to the fault-free run: {bool(tr.loc['shift', 'equal_to_no_fault'])}",
+        "checkpoint/restart", nccl, emulated, "a small data-parallel least-squares job"))
+    c = combos[(combos["trace"] == "nccl_simple") & combos["eo"] & combos["rno"] & combos["zc"]]
+    c = c.iloc[0]
+    rows.append(_row(
+        "exactly-once + receiver-NIC opacity + zero-copy achievable (NCCL Simple)",
+        "no (impossibility, Rocq proof)", "P", float(bool(c["achievable"])),
+        "yes" if bool(c["achievable"]) else "no",
+        f"explicit-state model check, {int(c['total_states']):,} states", "-", "-",
+        "real (exhaustive model check of the protocol model)",
+        "same result on a reconstructed model, not the paper's Rocq development"))
+    return rows
+
+
+# vClos ------------------------------------------------------------------------------------------
+_VCLOS = {
+    "jct_change_vclos_vs_ecmp_heavy": (
+        "average JCT change, vClos vs ECMP, heavy load",
+        "no: ECMP is paired with first-fit placement, so routing and placement are confounded",
+        "an unstable-queue artifact: the cut grows with the number of jobs (issue 21)"),
+    "jwt_change_ocs_vclos": (
+        "average queueing-delay change, OCS-vClos vs ECMP", "no: as above",
+        "ECMP queues are not stable at this load (issue 21)"),
+    "jct_ocs_vclos_over_ideal": (
+        "OCS-vClos average JCT above the no-contention ideal", "n/a (distance to the ideal)",
+        ""),
+    "testbed_contention_probability": (
+        "share of multi-leaf jobs slowed by other jobs (32-GPU testbed twin)",
+        "n/a (ECMP's own collision rate)", "the paper's definition is unknown"),
+    "testbed_slowed_probability": (
+        "share of multi-leaf jobs below line rate (32-GPU testbed twin)",
+        "n/a (ECMP's own collision rate)",
+        "any cause, including one flow per channel under ECMP (issue 21)"),
+    "testbed_max_throughput_loss": (
+        "largest training-throughput loss under ECMP (32-GPU testbed twin)",
+        "n/a (ECMP's own loss)", ""),
+    "jct_change_vclos_vs_bestfit_heavy": (
+        "average JCT change, vClos vs best fit + ECMP, heavy load",
+        "closer: best-fit consolidation + ECMP (the issue-21 main baseline)",
+        "still at a load where ECMP queues grow (issue 21)"),
+    "jwt_change_ocs_vclos_vs_vclos": (
+        "average queueing-delay change, OCS-vClos vs vClos, heavy load", "-",
+        "OCS-vClos should not be worse; unexplained (issue 21)"),
+}
+
+
+def _vclos(folder: Path) -> list[dict]:
+    cmp_ = pd.read_csv(folder / "paper_comparison.csv")
+    rows = []
+    for r in cmp_.itertuples(index=False):
+        claim, strongest, note = _VCLOS.get(r.metric, (r.metric, "-", ""))
+        signed = "change" in r.metric
+        paper = "not claimed" if pd.isna(r.paper) else _pct(r.paper, signed)
+        source = r.paper_source if isinstance(r.paper_source, str) else ""
+        tag = source.split(":", 1)[0] if source else "-"
+        if ":" in source:
+            note = f"paper: {source.split(':', 1)[1].strip()}" + (f"; {note}" if note else "")
+        setting = r.ours_setting
+        if not pd.isna(r.ours_se):
+            setting = f"{setting}; SE {r.ours_se:.1%}"
+        baseline = ("best fit + ECMP" if "bestfit" in r.metric else
+                    "vClos" if r.metric.endswith("vs_vclos") else
+                    "ideal fabric" if "ideal" in r.metric else "first fit + ECMP")
+        rows.append(_row(claim, paper, tag, r.ours, _pct(r.ours, signed), setting, baseline,
+                         strongest, "simulated (flow-level max-min model of a leaf-spine "
+                         "fabric)", note))
+    return rows
+
+
+_BUILDERS = {"smartann": _smartann, "argus": _argus, "liver": _liver, "shift": _shift,
+             "vclos": _vclos}

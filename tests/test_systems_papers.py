@@ -1,0 +1,50 @@
+"""The paper-comparison tables read our numbers from the committed results files."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from causalkit.systems.papers import COLUMNS, DRIVERS, paper_comparison, results_dir
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_table_shape_and_labels(driver):
+    table = paper_comparison(driver)
+    assert list(table.columns) == COLUMNS
+    assert len(table) >= 3
+    assert table["ours"].notna().all()
+    assert table["evidence"].str.match(r"(real|emulated|simulated)").all()
+    for col in ("claim", "paper", "tag", "ours_text", "strongest_baseline"):
+        assert table[col].map(lambda v: isinstance(v, str) and v != "").all(), col
+
+
+def test_numbers_come_from_the_files():
+    folder = results_dir("vclos")
+    committed = pd.read_csv(folder / "paper_comparison.csv")
+    assert paper_comparison("vclos")["ours"].tolist() == pytest.approx(committed["ours"].tolist())
+    liver = pd.read_csv(results_dir("liver") / "summary.csv").iloc[0]
+    assert paper_comparison("liver")["ours"].iloc[0] == pytest.approx(
+        liver["ratio_restart_over_live"])
+    ann = pd.read_csv(results_dir("smartann") / "summary.csv")
+    assert paper_comparison("smartann")["ours"].tolist() == pytest.approx(
+        ann["qps_ratio_at_equal_recall_median"].tolist())
+
+
+def test_reads_another_results_folder(tmp_path):
+    src = results_dir("liver")
+    (tmp_path / "liver").mkdir()
+    for name in ("MANIFEST.json", "summary.csv", "simulated.csv", "events.csv"):
+        (tmp_path / "liver" / name).write_bytes((src / name).read_bytes())
+    summary = pd.read_csv(tmp_path / "liver" / "summary.csv")
+    summary["ratio_restart_over_live"] = 2.0
+    summary.to_csv(tmp_path / "liver" / "summary.csv", index=False)
+    assert paper_comparison("liver", results=tmp_path)["ours"].iloc[0] == 2.0
+    json.loads((tmp_path / "liver" / "MANIFEST.json").read_text())
+
+
+def test_bad_driver_and_missing_results(tmp_path):
+    with pytest.raises(ValueError, match="driver must be one of"):
+        paper_comparison("nope")
+    with pytest.raises(FileNotFoundError, match="no committed results"):
+        paper_comparison("argus", results=tmp_path)
