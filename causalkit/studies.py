@@ -41,6 +41,7 @@ STUDIES = {
     "longterm-linear": ("causalkit.longterm.studies", "linear_gaussian"),
     "longterm-ihdp": ("causalkit.longterm.studies", "ihdp"),
     "longterm-jobs": ("causalkit.longterm.studies", "jobs"),
+    "longterm-balancenet": ("causalkit.longterm.network_studies", "balancenet_comparison"),
     "policy-reference": ("causalkit.policy.studies", "reference"),
     "policy-econml": ("causalkit.policy.studies", "versus_econml"),
     "policy-overlap": ("causalkit.policy.studies", "overlap_grid"),

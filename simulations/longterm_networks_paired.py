@@ -30,15 +30,33 @@ Variants (``alpha``: stayers/drop-outs weight, ``alpha_treat``: treated/control 
   covariates ``H_1 = X`` (the later histories hold short-term outcomes, which the treatment
   moves, so balancing the arms there removes part of the treatment effect from the
   representation);
-* the weight chosen per stage by the validation factual loss: the stage network is trained with
-  each weight of ``VALIDATION_GRID`` on both penalties (same initialisation, same split) and
-  the one with the smallest best validation loss is kept (ties go to the smaller weight).
+* the weight chosen per stage by the validation factual loss (``alpha="validation"``): the
+  stage network is trained with each weight of the grid (0, 0.01, 0.03, 0.1) (same
+  initialisation, same split) and the one with the smallest best validation loss is kept
+  (ties go to the smaller weight).
 
 Variants that were clearly no better after a first pass keep fewer replications (``n_reps``
 in the table); ``run(reps, names)`` extends any of them.
 
-Usage: ``python simulations/longterm_networks_paired.py [reps]`` (default 60; rerunning
-resumes and only adds the missing replications).
+**Which BalanceNet the committed results come from.** Every committed file was produced at
+commit da30d6d by the BalanceNet of that time, which differs from the current one in two
+ways: it applied the treated/control penalty at every stage (the current one applies it at
+the first stage only), and it gave every stage network the same seed (the current one
+derives one per stage, commit 39d6128). The variants "treated/control at stage 1 only" and
+"alpha by validation loss" were subclasses defined in this script (``FirstStageTreatmentBalance``
+and ``ValidationSelectedAlpha``; the latter put the chosen weight on both penalties at every
+stage); both are now options of :class:`~causalkit.longterm.BalanceNet` and the subclasses no
+longer exist, and ``RandomGroupPenalty`` moved to :mod:`causalkit.longterm.network_studies`.
+The variants "treated/control only" (``PREVIOUS_ONLY``) balanced the arms at every stage and
+have no current counterpart besides "treated/control at stage 1 only"; their files are read
+for the table but not rerun. Rerunning any variant with the current code therefore needs
+``overwrite=True`` (``python ... [reps] --overwrite``): a resume would append replications of
+the current BalanceNet to those of the previous one. The comparison with the current
+BalanceNet (and SeqMSM, SequentialRegression) is the study ``longterm-balancenet``
+(:mod:`causalkit.longterm.network_studies`).
+
+Usage: ``python simulations/longterm_networks_paired.py [reps] [--overwrite]`` (default 60;
+without ``--overwrite`` rerunning resumes and only adds the missing replications).
 """
 
 import sys
@@ -48,11 +66,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.base import clone
 
 from causalkit.longterm import studies
 from causalkit.longterm.balancenet import BalanceNet
 from causalkit.longterm.dgp import LinearGaussianDesign
+from causalkit.longterm.network_studies import RandomGroupPenalty
 from causalkit.simulation import load_results, run_study
 
 HERE = Path(__file__).parent / "results" / "longterm"
@@ -62,47 +80,7 @@ REFERENCE = "Unbalanced net"
 #: References of the paired table: the study's unbalanced net and the same net with the
 #: stronger weight decay that matches the regularising effect of the penalties.
 REFERENCES = (REFERENCE, "Unbalanced net, weight decay 1e-2")
-VALIDATION_GRID = (0.0, 0.01, 0.03, 0.1)
 X, A = studies._ihdp_covariates()
-
-
-class FirstStageTreatmentBalance(BalanceNet):
-    """Treated/control penalty (weight ``alpha_treat``) at the first stage only, where the
-    history is the covariates alone (``X.shape[1]`` columns); no stayers/drop-outs penalty."""
-
-    def fit_stage(self, H, treatment, y, labeled, sample_weight=None):
-        weight = self.alpha_treat if H.shape[1] == X.shape[1] else 0.0
-        net = clone(self).set_params(alpha=0.0, alpha_treat=weight)
-        return BalanceNet.fit_stage(net, H, treatment, y, labeled, sample_weight)
-
-
-class ValidationSelectedAlpha(BalanceNet):
-    """Both penalty weights chosen per stage from ``VALIDATION_GRID`` by the smallest best
-    validation factual loss (``min`` over epochs of ``training_history_``)."""
-
-    def fit_stage(self, H, treatment, y, labeled, sample_weight=None):
-        best, chosen = np.inf, None
-        for weight in VALIDATION_GRID:
-            net = clone(self).set_params(alpha=weight, alpha_treat=weight)
-            fitted = BalanceNet.fit_stage(net, H, treatment, y, labeled, sample_weight)
-            loss = float(np.nanmin(fitted.history))
-            if loss < best:
-                best, chosen = loss, fitted
-        return chosen
-
-
-class RandomGroupPenalty(BalanceNet):
-    """Placebo: each penalty compares a random split of the mini-batch of the same sizes as the
-    real groups (a permutation of the group labels), so it constrains the representation as
-    the real penalty does but balances nothing the regression is confounded by."""
-
-    def _penalty(self, rep, group, weight):
-        perm = torch.randperm(group.numel(), generator=self._placebo_generator)
-        return BalanceNet._penalty(self, rep, group[perm.to(group.device)], weight)
-
-    def fit_stage(self, H, treatment, y, labeled, sample_weight=None):
-        self._placebo_generator = torch.Generator().manual_seed(int(self.random_state))
-        return BalanceNet.fit_stage(self, H, treatment, y, labeled, sample_weight)
 
 
 def _net(cls, seed, **kwargs):
@@ -118,8 +96,6 @@ VARIANTS = {
     "alpha=0.03": (BalanceNet, {"alpha": 0.03}),
     "alpha=0.1": (BalanceNet, {"alpha": 0.1}),
     "alpha=1": (BalanceNet, {"alpha": 1.0}),
-    "treated/control only, 0.1": (BalanceNet, {"alpha": 0.0, "alpha_treat": 0.1}),
-    "treated/control only, 1": (BalanceNet, {"alpha": 0.0, "alpha_treat": 1.0}),
     "stayers/drop-outs only, 0.1": (BalanceNet, {"alpha": 0.1, "alpha_treat": 0.0}),
     "stayers/drop-outs only, 1": (BalanceNet, {"alpha": 1.0, "alpha_treat": 0.0}),
     "RBF-MMD, 0.1": (BalanceNet, {"alpha": 0.1, "ipm": "mmd_rbf"}),
@@ -132,10 +108,13 @@ VARIANTS = {
                                                                       "ipm": "wasserstein"}),
     "linear-MMD placebo (random groups), stayers/drop-outs only, 0.1": (
         RandomGroupPenalty, {"alpha": 0.1, "alpha_treat": 0.0}),
-    "treated/control at stage 1 only, 0.1": (FirstStageTreatmentBalance, {"alpha_treat": 0.1}),
-    "treated/control at stage 1 only, 1": (FirstStageTreatmentBalance, {"alpha_treat": 1.0}),
-    "alpha by validation loss": (ValidationSelectedAlpha, {}),
+    "treated/control at stage 1 only, 0.1": (BalanceNet, {"alpha": 0.0, "alpha_treat": 0.1}),
+    "treated/control at stage 1 only, 1": (BalanceNet, {"alpha": 0.0, "alpha_treat": 1.0}),
+    "alpha by validation loss": (BalanceNet, {"alpha": "validation"}),
 }
+#: Committed variants of the previous BalanceNet (treated/control penalty at every stage) that
+#: the current one cannot express; read for the table, never rerun.
+PREVIOUS_ONLY = ("treated/control only, 0.1", "treated/control only, 1")
 
 
 def _slug(name: str) -> str:
@@ -153,29 +132,29 @@ def _design(rate: float):
     return partial(studies._fixed, design=design, X=X, treatment=A)
 
 
-def run(reps: int, names=None) -> None:
+def run(reps: int, names=None, overwrite: bool = False) -> None:
     for rate in RATES:
         dgp = _design(rate)
         for name in names or VARIANTS:
             cls, kwargs = VARIANTS[name]
             fn = partial(studies._run, partial(_net, cls, SEED, **kwargs), with_pehe=True)
             run_study(dgp, {name: fn}, reps, SEED, n_jobs=1, out=_path(rate, name),
-                      progress=False)
+                      overwrite=overwrite, progress=False)
 
 
 def paired_table() -> pd.DataFrame:
     """Paired differences of every variant against each of ``REFERENCES`` (over the
     replications both have)."""
-    rows = []
+    rows, names = [], (*VARIANTS, *PREVIOUS_ONLY)
     for rate in RATES:
-        frames = [load_results(_path(rate, name)) for name in VARIANTS
+        frames = [load_results(_path(rate, name)) for name in names
                   if _path(rate, name).exists()]
         raw = pd.concat(frames)
         raw["abs_error"] = (raw["estimate"] - raw["truth"]).abs()
         for metric in ("pehe", "abs_error"):
             wide = raw.pivot_table(index="rep", columns="estimator", values=metric)
             for reference in [r for r in REFERENCES if r in wide.columns]:
-                for name in [n for n in VARIANTS if n in wide.columns and n != reference]:
+                for name in [n for n in names if n in wide.columns and n != reference]:
                     d = (wide[name] - wide[reference]).dropna()
                     rows.append({"setting": f"dropout{int(100 * rate)}", "metric": metric,
                                  "estimator": name, "reference": reference, "n_reps": d.size,
@@ -189,8 +168,8 @@ def paired_table() -> pd.DataFrame:
 
 
 def main():
-    reps = int(sys.argv[1]) if len(sys.argv) > 1 else 60
-    run(reps)
+    args = [a for a in sys.argv[1:] if a != "--overwrite"]
+    run(int(args[0]) if args else 60, overwrite="--overwrite" in sys.argv[1:])
     print(paired_table().round(4).to_string())
 
 

@@ -1,6 +1,7 @@
 """BalanceNet: balancing penalties, determinism, devices and use as a stage learner."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -10,7 +11,7 @@ from causalkit.longterm.balancenet import BalanceNet, ipm
 torch.set_num_threads(1)
 
 SMALL = dict(representation=(16, 16), head=(16,), max_epochs=30, patience=5, batch_size=128,
-             lr=3e-3, device="cpu")
+             lr=3e-3, device="cpu", alpha=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -53,22 +54,28 @@ def test_deterministic_with_random_state(sample):
     np.testing.assert_array_equal(first.effect(sample["X"]), second.effect(sample["X"]))
     other = BalanceNet(random_state=4, **SMALL).fit(**_roles(sample))
     assert other.ate_ != first.ate_
-    est = first.estimate()
+    est = first.estimate(n_boot=5)           # the bootstrap (the only inference), kept short
     assert est.std_error > 0 and np.isfinite(est.value)
     assert len(first.training_history_) == 3
+
+
+def _stage_inputs(sample, k):
+    """``(H, treatment, y, labeled)`` of stage ``k`` (the stage's own short-term outcome as
+    the target)."""
+    from causalkit.longterm._data import check_monotone_data
+    data = check_monotone_data(**_roles(sample))
+    rows = data.at_risk(k)
+    labeled = data.responders(k)[rows]
+    return data.history(k, rows), data.a[rows], np.where(labeled, data.Z[rows, k], np.nan), \
+        labeled
 
 
 def _stage_representation(sample, k, **params):
     """Fit the stage-``k`` network on ``sample`` and return its representation of the units at
     risk and the responder mask."""
-    from causalkit.longterm._data import check_monotone_data
-    data = check_monotone_data(**_roles(sample))
-    rows = data.at_risk(k)
-    H, a = data.history(k, rows), data.a[rows]
-    labeled = data.responders(k)[rows]
-    y = np.where(labeled, data.Z[rows, k], np.nan)
+    H, a, y, labeled = _stage_inputs(sample, k)
     fitted = BalanceNet(random_state=0, **{**SMALL, "max_epochs": 60, **params}).fit_stage(
-        H, a, y, labeled)
+        H, a, y, labeled, stage=k)
     x = torch.as_tensor((H - fitted.mean) / fitted.scale, dtype=torch.float32)
     with torch.no_grad():
         rep = fitted.net.phi(x)
@@ -117,6 +124,16 @@ def test_bad_parameters(sample):
                 dict(validation_fraction=1.0), dict(max_epochs=0)):
         with pytest.raises(ValueError):
             BalanceNet(**bad).fit(**_roles(sample))
+    for bad, match in ((dict(alpha="cv"), "alpha must be"),
+                       (dict(alpha_treat=-1), "alpha_treat"),
+                       (dict(alpha_grid=()), "alpha_grid"),
+                       (dict(alpha_grid=(0, -1)), "alpha_grid"),
+                       (dict(alpha="validation", validation_fraction=0.0), "validation_fraction")):
+        with pytest.raises(ValueError, match=match):
+            BalanceNet(**{**SMALL, "max_epochs": 1, **bad}).fit(**_roles(sample))
+    H, a, y, labeled = _stage_inputs(sample, 0)
+    with pytest.raises(ValueError, match="stage must be"):
+        BalanceNet(**SMALL).fit_stage(H, a, y, labeled, stage=-1)
 
 
 def test_plugs_into_other_estimators(sample):
@@ -153,3 +170,75 @@ def test_each_stage_network_gets_its_own_seed(sample):
     assert len(set(seeds)) == 3 and all(isinstance(s, int) for s in seeds)
     again = BalanceNet(random_state=3, **{**SMALL, "max_epochs": 2}).fit(**_roles(sample))
     assert [again.regression_.chain_._learner(k).random_state for k in range(3)] == seeds
+
+
+def test_treatment_penalty_at_first_stage_only(sample):
+    """A later stage trains identically whatever the treated/control weight (its history holds
+    post-treatment outcomes); the first stage does not."""
+    def predictions(k, alpha_treat):
+        H, a, y, labeled = _stage_inputs(sample, k)
+        net = BalanceNet(random_state=0, **{**SMALL, "max_epochs": 10, "alpha": 0.0,
+                                            "alpha_treat": alpha_treat})
+        fitted = net.fit_stage(H, a, y, labeled, stage=k)
+        assert fitted.alpha_treat == (alpha_treat if k == 0 else 0.0)
+        return fitted.predict(H, 1) - fitted.predict(H, 0)
+
+    np.testing.assert_array_equal(predictions(1, 1.0), predictions(1, 0.0))
+    assert not np.allclose(predictions(0, 1.0), predictions(0, 0.0))
+
+
+def test_validation_picks_smallest_validation_loss(sample):
+    """Each grid weight is trained with the same initialisation and split as a fixed-weight
+    network, and the one with the smallest best validation loss is kept."""
+    H, a, y, labeled = _stage_inputs(sample, 2)
+    params = {**SMALL, "max_epochs": 8, "alpha_grid": (1.0, 0.0, 10.0)}
+    chosen = BalanceNet(random_state=0, **{**params, "alpha": "validation"}).fit_stage(
+        H, a, y, labeled, stage=2)
+    grid = (0.0, 1.0, 10.0)
+    assert len(chosen.validation_losses) == 3
+    assert chosen.alpha == grid[int(np.argmin(chosen.validation_losses))]
+    for weight, loss in zip(grid, chosen.validation_losses, strict=True):
+        fixed = BalanceNet(random_state=0, **{**params, "alpha": weight}).fit_stage(
+            H, a, y, labeled, stage=2)
+        assert np.nanmin(fixed.history) == pytest.approx(loss, rel=1e-6)
+        if weight == chosen.alpha:
+            np.testing.assert_allclose(fixed.predict(H, 1), chosen.predict(H, 1))
+    # nobody drops out and the stage is not the first: no penalty can act, every weight
+    # trains the same network and the tie goes to the smallest weight
+    tied = BalanceNet(random_state=0, **{**params, "alpha": "validation"}).fit_stage(
+        H[labeled], a[labeled], y[labeled], labeled[labeled], stage=2)
+    assert len(set(tied.validation_losses)) == 1 and tied.alpha == 0.0
+
+
+def test_alpha_chosen_per_stage(sample):
+    est = BalanceNet(random_state=0, **{**SMALL, "max_epochs": 3, "alpha": "validation",
+                                        "alpha_grid": (0.0, 0.1)}).fit(**_roles(sample))
+    assert len(est.alpha_chosen_) == 3 and set(est.alpha_chosen_) <= {0.0, 0.1}
+    assert est.alpha_chosen_ == [s.alpha for s in est.regression_.chain_.stages_]
+
+
+def test_seeds_differ_per_stage_and_fold(sample):
+    """Inside cross-fitted MonotoneAIPW an unseeded BalanceNet gets one seed per fold and stage;
+    the fitted stage networks differ accordingly."""
+    est = MonotoneAIPW(outcome_model=BalanceNet(**{**SMALL, "max_epochs": 2}), cv=2,
+                       random_state=0).fit(**_roles(sample))
+    chains = [fold["outcome"] for fold in est.fold_models_]
+    seeds = [chain._learner(k).random_state for chain in chains for k in range(3)]
+    assert len(set(seeds)) == 6 and all(isinstance(s, int) for s in seeds)
+    first = [next(chain.stages_[0].net.parameters()).detach() for chain in chains]
+    assert not torch.equal(first[0], first[1])
+
+
+def test_balancenet_study_quick(tmp_path, monkeypatch):
+    from causalkit.longterm import network_studies, studies
+    monkeypatch.setattr(studies, "STUDY_NET", {**studies.STUDY_NET, "max_epochs": 2})
+    table = network_studies.balancenet_comparison(quick=True, out=tmp_path / "bn.jsonl")
+    names = {"BalanceNet", "Unbalanced net", "Placebo penalty", "SeqMSM",
+             "SequentialRegression"}
+    assert set(table.index.get_level_values("estimator")) == names
+    assert table["n_errors"].sum() == 0 and (table["n_reps"] == 2).all()
+    for column in ("rmse", "mc_se_rmse", "mc_se_sd", "mean_pehe", "mc_se_pehe"):
+        assert table[column].notna().all()
+    paired = pd.read_csv(tmp_path / "bn_paired.csv")
+    assert set(paired["reference"]) == {"Unbalanced net", "Placebo penalty"}
+    assert (tmp_path / "bn_summary.csv").exists() and (tmp_path / "bn.png").exists()

@@ -192,15 +192,16 @@ class PerArmStage:
     """Stage learner built from any sklearn regressor: one clone per treatment arm.
 
     This is the default implementation of the *stage-learner protocol* used by
-    :class:`OutcomeChain`: ``fit_stage(H, treatment, y, labeled, sample_weight=None)`` returns a
-    fitted object whose ``predict(H, arm)`` gives ``m_t`` at treatment ``arm`` (a scalar or an
-    array of 0/1 per row). ``y`` is NaN where ``labeled`` is False.
+    :class:`OutcomeChain`: ``fit_stage(H, treatment, y, labeled, sample_weight=None, stage=0)``
+    returns a fitted object whose ``predict(H, arm)`` gives ``m_t`` at treatment ``arm`` (a
+    scalar or an array of 0/1 per row). ``y`` is NaN where ``labeled`` is False; ``stage`` is
+    the stage index ``k`` (0 = the first, ``H = X``), which this learner ignores.
     """
 
     def __init__(self, model):
         self.model = model
 
-    def fit_stage(self, H, treatment, y, labeled, sample_weight=None):
+    def fit_stage(self, H, treatment, y, labeled, sample_weight=None, stage=0):
         return _FittedPerArm([self._fit_arm(H, treatment, y, labeled, sample_weight, arm)
                               for arm in (0, 1)])
 
@@ -282,7 +283,8 @@ class OutcomeChain:
             labeled = data.responders(k)[rows]
             y = np.where(labeled, target[rows], np.nan)
             w = None if weights is None else weights(k, rows)
-            stage = self._learner(k).fit_stage(H, data.a[rows], y, labeled, sample_weight=w)
+            stage = self._learner(k).fit_stage(H, data.a[rows], y, labeled, sample_weight=w,
+                                               stage=k)
             if update is not None:
                 stage = update(k, rows, y, labeled, stage)
             self.stages_[k] = stage

@@ -100,12 +100,17 @@ def _resolve_device(device) -> torch.device:
 
 
 class _FittedStage:
-    """A trained stage network with the input/target standardisation it was trained with."""
+    """A trained stage network with the input/target standardisation it was trained with, the
+    penalty weights it was trained with and, under ``alpha="validation"``, the best validation
+    loss of every grid weight."""
 
-    def __init__(self, net, mean, scale, y_mean, y_scale, device, history):
+    def __init__(self, net, mean, scale, y_mean, y_scale, device, history, alpha, alpha_treat,
+                 validation_losses=None):
         self.net, self.mean, self.scale = net, mean, scale
         self.y_mean, self.y_scale, self.device = y_mean, y_scale, device
         self.history = history
+        self.alpha, self.alpha_treat = alpha, alpha_treat
+        self.validation_losses = validation_losses
 
     def predict(self, H, arm):
         arm = np.array(np.broadcast_to(np.asarray(arm), (H.shape[0],)))
@@ -119,47 +124,77 @@ class _FittedStage:
 class BalanceNet(MonotoneEstimator):
     """Sequential regression with balanced-representation networks at every stage.
 
-    At stage ``t`` a network with a shared representation ``Phi_t(H_t)`` and one head per arm
-    (TARNet layout) is trained on the units at risk with
+    At stage ``t`` (``t = 1, ..., T``) a network with a shared representation ``Phi_t(H_t)``
+    and one head per arm (TARNet layout) is trained on the units at risk with
 
     .. math::
 
         L_t = \\frac{\\sum_{i: R_{ti}=1} w_i \\{h_{A_i}(\\Phi_t(H_{ti})) - \\tilde Y^{(t)}_i\\}^2}
                    {\\sum_{i: R_{ti}=1} w_i}
-              + \\alpha\\, \\mathrm{IPM}(\\Phi_t \\mid R_t = 1, \\Phi_t \\mid R_t = 0)
-              + \\alpha_A\\, \\mathrm{IPM}(\\Phi_t \\mid A = 1, \\Phi_t \\mid A = 0),
+              + \\alpha_t\\, \\mathrm{IPM}(\\Phi_t \\mid R_t = 1, \\Phi_t \\mid R_t = 0)
+              + 1\\{t = 1\\}\\, \\alpha_{A}\\,
+                \\mathrm{IPM}(\\Phi_1 \\mid A = 1, \\Phi_1 \\mid A = 0),
 
     the IPMs computed on each mini-batch over the units at risk (skipped when a group has fewer
-    than two members in the batch). The first penalty balances stayers against drop-outs (the
-    covariate shift between the units a stage regression is fitted on and those it imputes
-    for); the second balances the arms (Shalit, Johansson & Sontag 2017). The stage networks
-    are chained backwards exactly as in :class:`SequentialRegression`, whose estimate, effect
-    and inference this estimator returns. The balancing design is a reconstruction of Yang,
-    Guo, Han & Wu (2025, arXiv:2504.19527), whose network details were not available: the
-    stage-wise loss above, linear MMD by default, early stopping on the factual validation
-    loss.
+    than two members in the batch). The first penalty balances, at every stage and on the
+    observed history ``H_t``, the stayers against the drop-outs (the covariate shift between
+    the units a stage regression is fitted on and those it imputes for). The second balances
+    the arms (Shalit, Johansson & Sontag 2017, ICML) and acts at the first stage only, whose
+    history is the pre-treatment covariates ``H_1 = X``: the later histories hold short-term
+    outcomes that the treatment moves, and matching the arms on them would remove part of the
+    effect from the representation. With ``alpha="validation"`` (the default) the weight is
+    chosen per stage: the stage network is trained once for every value of ``alpha_grid`` (the
+    same initialisation, validation split and batch order for each) and the one with the
+    smallest best validation factual loss is kept, ties going to the smaller weight; the
+    choices are in ``alpha_chosen_``. The stage networks are chained backwards exactly as in
+    :class:`SequentialRegression`, whose estimate, effect and inference this estimator
+    returns. The design is a reconstruction of Yang, Guo, Han & Wu (2025, arXiv:2504.19527),
+    whose network details were not available: the stage-wise loss above, linear MMD by
+    default, early stopping on the factual validation loss.
 
-    In the IHDP study (``simulations/longterm_networks_paired.py``: 30% and 40% drop-out per
-    stage, the study's small networks, paired replications) no penalty lowered the PEHE through
-    balance. The linear and RBF MMD moved sqrt(PEHE) by -0.07 to +0.21 (weights 0.01-1, either
-    group pair alone, the arms at the first stage only, or the weight chosen by the validation
-    loss), and a placebo penalty between random groups of the same sizes gave the same small
-    gains. The Wasserstein penalty at weight 0.1 lowered sqrt(PEHE) by about 0.2 (1.26 to 1.03
-    at 30%, 1.35 to 1.11 at 40%, 60 replications), but the same penalty between random groups
-    lowered it more (to 0.98 and 1.06): the Wasserstein cost grows linearly with the scale of
-    the representation, so its penalty contracts ``Phi`` and acts as a regulariser (weight decay
-    1e-2 instead of 1e-4, without any penalty: 1.09 and 1.19). Balance has little to correct
-    there: the stage regressions are unbiased under sequential missingness without it; the
-    selection at stages 2 and 3 runs through the latest short-term outcome, the strongest
-    predictor of the next target, which a representation matched between stayers and drop-outs
-    must blur; the later histories hold outcomes that the treatment moves, so matching the arms
-    on them removes part of the effect; and the error left is the variance of 60-80 treated
-    units that reach the end. Treat ``alpha`` as a tuning parameter (0 included), and compare a
-    gain with a placebo penalty or a stronger weight decay before attributing it to balance.
+    Measured (``causalkit simulate longterm-balancenet``; results in
+    ``simulations/results/longterm/longterm-balancenet/``: 100 paired replications per design,
+    IHDP at 30% and JOBS at 35% drop-out per stage, the small ``STUDY_NET`` networks, the
+    defaults above, linear SeqMSM and SequentialRegression; MC SEs in parentheses), balance
+    does not do what the paper presents it for:
+
+    * variance: the SD of the ATE estimate is 0.339 (0.024) for BalanceNet, 0.364 (0.026) for
+      SeqMSM, 0.342 for SequentialRegression and 0.342 for the unbalanced net on IHDP; 0.254
+      (0.018), 0.257, 0.243 and 0.254 on JOBS. SeqMSM's SD is within 7% of
+      SequentialRegression's there, so there is little variance to remove, and the networks
+      remove none;
+    * RMSE: 0.340 (0.022) for BalanceNet, 0.340 for SequentialRegression, 0.363 for SeqMSM
+      and 0.382 for the unbalanced net on IHDP; on JOBS 0.311 (0.020), 0.241, 0.256 and 0.268;
+    * against a placebo penalty (:class:`~causalkit.longterm.network_studies.RandomGroupPenalty`:
+      the same penalties and weight choice between random groups of the same sizes): on IHDP
+      BalanceNet's gain over the unbalanced net (paired difference of the squared ATE error
+      -0.030 (0.022), of sqrt(PEHE) -0.049 (0.015), 1.240 to 1.192) is the placebo's as well
+      (BalanceNet minus placebo 0.000 (0.016) and +0.010 (0.013)), so it comes from the
+      penalty constraining the representation, not from balance. On JOBS balance hurts: ATE
+      bias -0.181 (0.025) against -0.090 (0.025) unbalanced and -0.116 (0.026) placebo;
+      squared error +0.015 (0.006) and sqrt(PEHE) +0.033 (0.007) above the placebo.
+
+    Why: under sequential missingness the stage regressions are unbiased without any balance,
+    so a penalty can only trade fit for stability. The selection at the later stages runs
+    through the latest short-term outcome, the strongest predictor of the next target, which a
+    representation matched between stayers and drop-outs must blur: the validation loss picks
+    small weights there (mean chosen weight at stages 2 and 3: 0.023 and 0.009 on IHDP, 0.036
+    and 0.037 on JOBS, against 0.073 and 0.067, 0.058 and 0.074 for the placebo, whose random
+    groups constrain nothing predictive). At the first stage the treated/control penalty pulls
+    the arms together on covariates where they really differ (JOBS: the NSW treated against
+    CPS controls), discarding confounder directions over which each arm's head must then
+    extrapolate: the JOBS bias. An earlier paired study of penalty variants
+    (``simulations/longterm_networks_paired.py``, run with the previous BalanceNet, which
+    balanced the arms at every stage) found the same: no penalty lowered the PEHE through
+    balance, and the one that lowered it most (Wasserstein, weight 0.1: sqrt(PEHE) 1.26 to
+    1.03 at 30% drop-out) did less than the same penalty between random groups (0.98). Treat
+    ``alpha`` as a tuning parameter (0 included) and compare a gain with the placebo before
+    attributing it to balance.
 
     ``BalanceNet`` also implements the stage-learner protocol (``fit_stage``), so it can be the
     ``outcome_model`` of :class:`SequentialRegression`, :class:`SeqMSM` (the sample weights
-    enter the factual loss) or :class:`MonotoneAIPW`.
+    enter the factual loss) or :class:`MonotoneAIPW`; the outcome chain passes the stage index,
+    which confines the treated/control penalty to the first stage.
 
     Parameters
     ----------
@@ -168,17 +203,22 @@ class BalanceNet(MonotoneEstimator):
     head : tuple of int
         Hidden sizes of each outcome head.
     ipm : {"mmd_linear", "mmd_rbf", "wasserstein"}
-    alpha : float
-        Weight of the stayers/drop-outs penalty (``0`` gives unbalanced networks).
+    alpha : float or "validation"
+        Weight of the stayers/drop-outs penalty (``0`` gives unbalanced networks), or
+        ``"validation"``: chosen per stage from ``alpha_grid`` by the validation factual loss.
     alpha_treat : float, optional
-        Weight of the treated/control penalty; default ``alpha``.
+        Weight of the treated/control penalty at the first stage; default ``alpha`` (under
+        ``alpha="validation"`` the weight chosen for the first stage).
+    alpha_grid : tuple of float
+        Candidate weights for ``alpha="validation"``, default ``(0, 0.01, 0.03, 0.1)``.
     lr, weight_decay : float
         Adam learning rate and L2 penalty.
     batch_size, max_epochs, patience : int
         Mini-batch size; epochs; early-stopping patience on the validation factual loss (the
         best weights are restored).
     validation_fraction : float
-        Share of each stage's responders held out for early stopping.
+        Share of each stage's responders held out for early stopping (and for the choice of
+        the weight; ``alpha="validation"`` needs at least two held-out units).
     mode : {"impute_missing", "replace_all"}
         Chain variant (see :class:`SequentialRegression`).
     device : {"auto", "cpu", "cuda"}
@@ -186,16 +226,20 @@ class BalanceNet(MonotoneEstimator):
     progress : bool
         tqdm bar over epochs.
     random_state : None, int or SeedSequence
-        Seeds weight initialisation, the validation split and the batch order (each stage
-        network gets its own seed derived from it), the probability models and the bootstrap:
-        the same seed gives the same numbers. ``BalanceNet(random_state=s)`` equals
+        Seeds weight initialisation, the validation split and the batch order, the probability
+        models and the bootstrap: the same seed gives the same numbers. Each stage network gets
+        its own seed derived from it (one child per stage; inside :class:`MonotoneAIPW`, one
+        per fold and stage). ``BalanceNet(random_state=s)`` equals
         ``SequentialRegression(outcome_model=BalanceNet(), random_state=s)`` with the same
-        network parameters. As a stage learner (``fit_stage``) it seeds that one network.
+        network parameters. As a stage learner (``fit_stage``) it seeds that one network, so
+        leave it unset in an ``outcome_model`` to let the chain derive one per stage and fold.
 
     Attributes
     ----------
     ate_, mu_, regression_ (the fitted :class:`SequentialRegression`),
-    training_history_ (per stage, the validation loss of each epoch).
+    training_history_ (per stage, the validation loss of each epoch),
+    alpha_chosen_ (per stage, the stayers/drop-outs weight used: the chosen one under
+    ``alpha="validation"``).
 
     Notes
     -----
@@ -214,15 +258,17 @@ class BalanceNet(MonotoneEstimator):
     _default_inference = "bootstrap"
     _row_order_dependent = True             # through the random validation split and batches
 
-    def __init__(self, representation=(100, 100), head=(100,), ipm="mmd_linear", alpha=0.1,
-                 alpha_treat=None, lr=1e-3, weight_decay=1e-4, batch_size=128, max_epochs=300,
-                 patience=20, validation_fraction=0.2, mode="impute_missing", device="auto",
-                 progress=False, random_state=None):
+    def __init__(self, representation=(100, 100), head=(100,), ipm="mmd_linear",
+                 alpha="validation", alpha_treat=None, alpha_grid=(0.0, 0.01, 0.03, 0.1),
+                 lr=1e-3, weight_decay=1e-4, batch_size=128, max_epochs=300, patience=20,
+                 validation_fraction=0.2, mode="impute_missing", device="auto", progress=False,
+                 random_state=None):
         self.representation = representation
         self.head = head
         self.ipm = ipm
         self.alpha = alpha
         self.alpha_treat = alpha_treat
+        self.alpha_grid = alpha_grid
         self.lr = lr
         self.weight_decay = weight_decay
         self.batch_size = batch_size
@@ -243,6 +289,7 @@ class BalanceNet(MonotoneEstimator):
         self.regression_ = reg
         self.ate_, self.mu_ = reg.ate_, reg.mu_
         self.training_history_ = [stage.history for stage in reg.chain_.stages_]
+        self.alpha_chosen_ = [stage.alpha for stage in reg.chain_.stages_]
 
     def _effect(self, X):
         return self.regression_._effect(X)
@@ -258,14 +305,20 @@ class BalanceNet(MonotoneEstimator):
             raise ValueError("representation needs at least one layer")
         if self.ipm not in _IPMS:
             raise ValueError(f"ipm must be one of {_IPMS}; got {self.ipm!r}")
-        for name in ("alpha", "lr", "weight_decay"):
-            value = getattr(self, name)
-            if not isinstance(value, numbers.Real) or value < 0:
-                raise ValueError(f"{name} must be a number >= 0; got {value!r}")
-        if self.alpha_treat is not None and (not isinstance(self.alpha_treat, numbers.Real)
-                                             or self.alpha_treat < 0):
+        if not (self.alpha == "validation" if isinstance(self.alpha, str)
+                else _is_weight(self.alpha)):
+            raise ValueError(f"alpha must be a number >= 0 or 'validation'; got {self.alpha!r}")
+        if self.alpha_treat is not None and not _is_weight(self.alpha_treat):
             raise ValueError(f"alpha_treat must be None or a number >= 0; "
                              f"got {self.alpha_treat!r}")
+        grid = self.alpha_grid
+        if not isinstance(grid, (tuple, list)) or len(grid) == 0 \
+                or not all(_is_weight(w) for w in grid):
+            raise ValueError(f"alpha_grid must be a non-empty tuple of numbers >= 0; "
+                             f"got {grid!r}")
+        for name in ("lr", "weight_decay"):
+            if not _is_weight(getattr(self, name)):
+                raise ValueError(f"{name} must be a number >= 0; got {getattr(self, name)!r}")
         for name in ("batch_size", "max_epochs", "patience"):
             check_positive_int(getattr(self, name), name)
         check_fraction(self.validation_fraction, "validation_fraction")
@@ -273,7 +326,7 @@ class BalanceNet(MonotoneEstimator):
             raise ValueError("validation_fraction must be below 1")
         return _resolve_device(self.device)
 
-    def fit_stage(self, H, treatment, y, labeled, sample_weight=None) -> _FittedStage:
+    def fit_stage(self, H, treatment, y, labeled, sample_weight=None, stage=0) -> _FittedStage:
         """Train one stage network (the stage-learner protocol of the outcome chain).
 
         Parameters
@@ -284,19 +337,43 @@ class BalanceNet(MonotoneEstimator):
         y : ndarray (m,)
             Targets; NaN where ``labeled`` is False.
         labeled : ndarray of bool (m,)
-            Responders of the stage (the others enter only the balancing penalty).
+            Responders of the stage (the others enter only the stayers/drop-outs penalty).
         sample_weight : ndarray (m,), optional
             Weights of the factual loss.
+        stage : int
+            Index of the stage (0 = the first, whose history is the covariates): the
+            treated/control penalty acts at stage 0 only.
         """
         device = self._check_params()
-        root = as_seed_sequence(self.random_state)
-        seed = seed_int(child_seed(root, 0))
-        rng = np.random.default_rng(child_seed(root, 1))
+        if not isinstance(stage, numbers.Integral) or isinstance(stage, bool) or stage < 0:
+            raise ValueError(f"stage must be an int >= 0; got {stage!r}")
         treatment = np.asarray(treatment).astype(int)
         labeled = np.asarray(labeled, dtype=bool)
         for arm in (0, 1):
             if not np.any(labeled & (treatment == arm)):
                 raise ValueError(f"no observed unit with treatment={arm} to fit a stage network")
+        if self.alpha != "validation":
+            return self._train(H, treatment, y, labeled, sample_weight, stage, self.alpha, device)
+        fits = [self._train(H, treatment, y, labeled, sample_weight, stage, weight, device)
+                for weight in sorted(float(w) for w in self.alpha_grid)]
+        losses = tuple(float(np.nanmin(f.history)) if np.isfinite(f.history).any() else np.nan
+                       for f in fits)
+        if np.isnan(losses).any():
+            raise ValueError("alpha='validation' needs a validation set: raise "
+                             f"validation_fraction (got {self.validation_fraction}) so that at "
+                             "least two responders of every stage are held out")
+        chosen = fits[int(np.argmin(losses))]          # argmin: ties go to the smaller weight
+        chosen.validation_losses = losses
+        return chosen
+
+    def _train(self, H, treatment, y, labeled, sample_weight, stage, alpha, device):
+        """One network with stayers/drop-outs weight ``alpha``; the initialisation, split and
+        batch order depend on ``random_state`` only (identical across weights)."""
+        root = as_seed_sequence(self.random_state)
+        seed = seed_int(child_seed(root, 0))
+        rng = np.random.default_rng(child_seed(root, 1))
+        alpha_treat = 0.0 if stage > 0 else alpha if self.alpha_treat is None \
+            else float(self.alpha_treat)
         mean = H.mean(axis=0)
         scale = H.std(axis=0)
         scale[scale == 0] = 1.0
@@ -317,7 +394,6 @@ class BalanceNet(MonotoneEstimator):
         a_all = tensor(treatment, torch.long)
         l_all = tensor(labeled, torch.bool)
         w_all = tensor(w)
-        alpha_treat = self.alpha if self.alpha_treat is None else self.alpha_treat
         with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
             torch.manual_seed(seed)
             net = _Net(H.shape[1], tuple(self.representation), tuple(self.head)).to(device)
@@ -326,7 +402,7 @@ class BalanceNet(MonotoneEstimator):
         epochs = range(self.max_epochs)
         if self.progress:
             from tqdm.auto import tqdm
-            epochs = tqdm(epochs, desc="BalanceNet stage", leave=False)
+            epochs = tqdm(epochs, desc=f"BalanceNet stage {stage + 1}", leave=False)
         for _ in epochs:
             net.train()
             order = train[rng.permutation(train.size)]
@@ -338,7 +414,7 @@ class BalanceNet(MonotoneEstimator):
                     continue
                 wl = w_all[idx][lab]
                 loss = torch.sum(wl * (pred[lab] - y_all[idx][lab]) ** 2) / wl.sum()
-                loss = loss + self._penalty(rep, lab, self.alpha)
+                loss = loss + self._penalty(rep, lab, alpha)
                 loss = loss + self._penalty(rep, a_all[idx] == 1, alpha_treat)
                 opt.zero_grad()
                 loss.backward()
@@ -362,7 +438,8 @@ class BalanceNet(MonotoneEstimator):
         if best_state is not None:
             net.load_state_dict(best_state)
         net.eval()
-        return _FittedStage(net, mean, scale, y_mean, y_scale, device, np.asarray(history))
+        return _FittedStage(net, mean, scale, y_mean, y_scale, device, np.asarray(history),
+                            float(alpha), alpha_treat)
 
     def _penalty(self, rep, group, weight):
         if weight == 0:
@@ -371,3 +448,7 @@ class BalanceNet(MonotoneEstimator):
         if n1 < 2 or group.numel() - n1 < 2:
             return 0.0
         return weight * ipm(rep[group], rep[~group], self.ipm)
+
+
+def _is_weight(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value >= 0
