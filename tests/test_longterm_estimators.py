@@ -20,6 +20,7 @@ from causalkit.longterm import (
     SeqMSM,
     SequentialIPW,
     SequentialRegression,
+    SequentialTMLE,
 )
 from causalkit.longterm._scores import combine_aipw
 
@@ -95,7 +96,7 @@ def test_single_stage_aipw_is_standard_missing_outcome_aipw(dropout, normalize):
             phi.append(m + b + w * (res - b) / w.mean())
         else:
             phi.append(m + w * res)
-    est = MonotoneAIPW(cv=1, normalize=normalize).fit(X, y, a)
+    est = MonotoneAIPW(cv=1, normalize=normalize, variance="empirical").fit(X, y, a)
     assert est.ate_ == pytest.approx(np.mean(phi[1] - phi[0]), abs=1e-10)
     ref = Estimate.from_influence(np.mean(phi[1] - phi[0]), phi[1] - phi[0])
     assert est.estimate().std_error == pytest.approx(ref.std_error, rel=1e-10)
@@ -199,3 +200,29 @@ def test_msm_weights(dropout):
     assert cum.ate_ != plain.ate_ and stage.ate_ != plain.ate_
     # all three are consistent for the same estimand on the correctly specified chain
     assert abs(cum.ate_ - plain.ate_) < 0.3 and abs(stage.ate_ - plain.ate_) < 0.3
+
+
+@pytest.mark.parametrize("cls", [MonotoneAIPW, SequentialTMLE])
+def test_substitution_variance_agrees_with_the_empirical_one_without_dropout(cls):
+    """Without drop-out every unit is a responder, so averaging the modelled squared residuals
+    over the units at risk and averaging the squared residuals themselves estimate the same
+    variance (the Poisson fit's intercept equation makes the two sums equal up to the
+    propensity weighting)."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    X = rng.normal(size=(n, 3))
+    a = rng.binomial(1, 1 / (1 + np.exp(-X[:, 0])))
+    y = (X @ [1.0, 0.5, -0.5] + a * (1 + X[:, 1])
+         + rng.normal(size=n) * (1 + 0.5 * np.abs(X[:, 2])))
+    substitution = cls().fit(X, y, a)
+    empirical = cls(variance="empirical").fit(X, y, a)
+    assert substitution.ate_ == empirical.ate_
+    assert substitution.estimate().std_error == pytest.approx(
+        empirical.estimate().std_error, rel=0.03)
+
+
+@pytest.mark.parametrize("cls", [MonotoneAIPW, SequentialTMLE])
+def test_unknown_variance_is_named(cls, dropout):
+    with pytest.raises(ValueError, match="variance must be one of"):
+        cls(variance="sandwich").fit(dropout["X"], dropout["outcome"], dropout["treatment"],
+                                     short=dropout["short"])

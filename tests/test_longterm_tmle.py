@@ -25,7 +25,7 @@ def _fit(est, s):
 
 
 def test_plug_in_solves_the_efficient_influence_equation(sample):
-    est = _fit(SequentialTMLE(), sample)
+    est = _fit(SequentialTMLE(variance="empirical"), sample)
     assert est.ate_ == pytest.approx(est.influence_.mean(), abs=1e-10)
     np.testing.assert_allclose(est.mu_, est.scores_.mean(axis=0), atol=1e-10)
     assert est.estimate().std_error == pytest.approx(

@@ -143,8 +143,15 @@ class MonotoneEstimator(CausalEstimator):
         return self.ate_
 
     def _influence_estimate(self, target=None) -> Estimate:
-        return Estimate.from_influence(self.ate_, self.influence_, name=self._estimand,
-                                       method=self._label, details=self._details())
+        """The SE is ``sqrt(variance_ / n)`` when the fit set ``variance_`` (a substitution
+        estimate of the influence function's variance), else the empirical one."""
+        variance = getattr(self, "variance_", None)
+        if variance is None:
+            return Estimate.from_influence(self.ate_, self.influence_, name=self._estimand,
+                                           method=self._label, details=self._details())
+        return Estimate(self.ate_, float(np.sqrt(variance / self.influence_.size)),
+                        influence=self.influence_, name=self._estimand, method=self._label,
+                        details=self._details())
 
     def _details(self) -> dict:
         return {"mu_0": float(self.mu_[0]), "mu_1": float(self.mu_[1])}

@@ -27,8 +27,14 @@ import numpy as np
 
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import cumulative_scores
+from causalkit.nuisance import fit_clone
 
-__all__ = ["inverse_weights", "aipw_components", "combine_aipw", "aipw_scores"]
+__all__ = ["inverse_weights", "aipw_components", "combine_aipw", "substitution_variance",
+           "check_variance", "VARIANCES"]
+
+#: Estimators of the variance of the efficient influence function (see
+#: :func:`substitution_variance`).
+VARIANCES = ("substitution", "empirical")
 
 
 def inverse_weights(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
@@ -80,8 +86,62 @@ def combine_aipw(m_first: np.ndarray, W: np.ndarray, D: np.ndarray,
     return m_first + np.sum(b + W * (D - b) / scale, axis=1)
 
 
-def aipw_scores(data: MonotoneData, e1: np.ndarray, lam: np.ndarray, chain,
-                cap: float = np.inf) -> np.ndarray:
-    """Uncentred scores ``(phi_0, phi_1)`` (n, 2) in the plain form (module docstring), with
-    the weights capped at ``cap``."""
-    return combine_aipw(*aipw_components(data, e1, lam, chain, cap))
+def check_variance(variance) -> str:
+    if variance not in VARIANCES:
+        raise ValueError(f"variance must be one of {VARIANCES}; got {variance!r}")
+    return variance
+
+
+def _squared_residual_model():
+    """Poisson (log-link) regression on standardised columns: a positive mean for the squared
+    residuals, consistent for ``E[D^2 | H]`` when it is log-linear (quasi-likelihood)."""
+    from sklearn.linear_model import PoissonRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    return make_pipeline(StandardScaler(), PoissonRegressor(alpha=1e-4, max_iter=300))
+
+
+def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
+                          m_first: np.ndarray, D: np.ndarray) -> float:
+    """Substitution estimate of ``Var(phi_1 - phi_0)`` (the module's efficient influence
+    function) that averages the stage terms over the units at risk rather than the responders.
+
+    The terms of ``phi_a`` are orthogonal (martingale differences), so
+
+    .. math::
+
+        \\operatorname{Var}(\\varphi_1 - \\varphi_0)
+          = \\operatorname{Var}\\{m_1(X, 1) - m_1(X, 0)\\}
+          + \\sum_{a, t} E\\Big[\\frac{I(A = a) R_{t-1}}
+                 {e_a(X)^2 r_{t-1}(H_{t-1})^2 \\lambda_t(H_t)}\\,
+                 \\sigma^2_{at}(H_t)\\Big],
+        \\qquad \\sigma^2_{at}(H_t) = E[D_{at}^2 \\mid H_t, R_t = 1, A = a],
+
+    using ``E[R_t / lambda_t^2 | H_t, R_{t-1} = 1] = 1 / lambda_t``. The empirical variance of
+    ``phi`` sees a unit with a small ``lambda_t`` only when it responds (rarely) and then with
+    weight ``1 / lambda_t^2``, so under heavy drop-out it is usually too small; here every unit
+    at risk contributes ``sigma^2 / lambda_t``, whether or not it responded, which is the idea
+    of the substitution variance estimators of Tran, Petersen, Schwab & van der Laan ("Robust
+    variance estimation and inference for causal effect estimation", arXiv:1810.03030; the
+    ``variance.method = "tmle"`` of ``ltmle``), here in a simpler plug-in form (one stage
+    integrated at a time). ``sigma^2_at`` is a Poisson (log-link) regression
+    of ``D_at^2`` on ``H_t`` among the arm's stage-``t`` responders; ``e1`` and ``lam`` are
+    clipped as in the estimator.
+    """
+    n = data.n
+    variance = float(np.var(m_first[:, 1] - m_first[:, 0]))
+    log_lam = np.log(np.where(np.isnan(lam), 1.0, lam))
+    for arm in (0, 1):
+        e_arm = e1 if arm == 1 else 1.0 - e1
+        for k in range(data.n_stages):
+            responders = data.responders(k) & (data.a == arm)
+            at_risk = data.at_risk(k) & (data.a == arm)
+            squared = D[responders, k, arm] ** 2
+            if not responders.any() or not squared.any():
+                continue
+            sigma2 = fit_clone(_squared_residual_model(), data.history(k, responders),
+                               squared).predict(data.history(k, at_risk))
+            r_before = np.exp(log_lam[at_risk, :k].sum(axis=1))
+            variance += float(np.sum(sigma2 / (e_arm[at_risk] ** 2 * r_before ** 2
+                                               * lam[at_risk, k]))) / n
+    return variance

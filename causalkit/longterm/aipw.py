@@ -16,7 +16,12 @@ from causalkit.longterm._models import (
     ess_table,
     is_parametric,
 )
-from causalkit.longterm._scores import aipw_components, combine_aipw
+from causalkit.longterm._scores import (
+    aipw_components,
+    check_variance,
+    combine_aipw,
+    substitution_variance,
+)
 from causalkit.nuisance import fit_clone, make_folds
 
 __all__ = ["MonotoneAIPW"]
@@ -80,6 +85,15 @@ class MonotoneAIPW(MonotoneEstimator):
         average (Jensen's inequality): in the linear design at 40% drop-out per stage,
         n = 1000, the SD was 0.80 with ``cv=5`` against 0.38 in-sample and 0.27 for
         :class:`SequentialRegression` (100 replications, seeds 850000-850099).
+    variance : {"substitution", "empirical"}
+        Estimator of the influence function's variance behind the standard error.
+        ``"substitution"`` (default, :func:`~causalkit.longterm._scores.substitution_variance`)
+        averages each stage's term over the units at risk with a model of the squared
+        residuals; ``"empirical"`` is the sample variance of the scores, which under heavy
+        drop-out is too small (linear design, n = 1000, 150 replications, seeds
+        920000-920149: at 40% drop-out per stage SE/SD 0.76 and coverage 0.87 empirical,
+        1.14 and 0.95 substitution; at 10%, 1.02 and 1.03, both covering 0.94). The
+        coverage on the study's own seeds is in ``simulations/results/longterm-linear``.
     propensity_clip, selection_floor, cate_model, ess_warning
         As in :class:`SequentialIPW`.
     random_state : None, int or SeedSequence
@@ -89,7 +103,8 @@ class MonotoneAIPW(MonotoneEstimator):
     Attributes
     ----------
     ate_, mu_, influence_ (``phi_1 - phi_0``), scores_ ((n, 2) uncentred ``phi_0, phi_1``),
-    weights_ (out-of-fold ``1 / (e_A r_t)``), ess_, n_clipped_, folds_ (the ``(train, test)``
+    weights_ (out-of-fold ``1 / (e_A r_t)``), variance_ (the substitution variance, or None),
+    ess_, n_clipped_, folds_ (the ``(train, test)``
     index pairs), fold_models_ (per fold a dict of the fitted ``"propensity"`` model, the
     ``"selection"`` models per stage and the ``"outcome"`` chain).
     """
@@ -101,7 +116,8 @@ class MonotoneAIPW(MonotoneEstimator):
 
     def __init__(self, outcome_model=None, propensity_model=None, selection_model=None,
                  mode="impute_missing", normalize=False, cv="auto", propensity_clip=(0.01, 0.99),
-                 selection_floor=0.01, cate_model=None, ess_warning=0.1, random_state=None):
+                 selection_floor=0.01, cate_model=None, ess_warning=0.1, variance="substitution",
+                 random_state=None):
         self.outcome_model = outcome_model
         self.propensity_model = propensity_model
         self.selection_model = selection_model
@@ -112,6 +128,7 @@ class MonotoneAIPW(MonotoneEstimator):
         self.selection_floor = selection_floor
         self.cate_model = cate_model
         self.ess_warning = ess_warning
+        self.variance = variance
         self.random_state = random_state
 
     def _folds(self, data: MonotoneData):
@@ -135,7 +152,9 @@ class MonotoneAIPW(MonotoneEstimator):
 
     def _fit(self, data: MonotoneData):
         mode = check_mode(self.mode)
+        check_variance(self.variance)
         m_first = np.empty((data.n, 2))
+        e_all, lam_all = np.empty(data.n), np.empty(data.R.shape)
         W = np.empty((data.n, data.n_stages, 2))
         D = np.empty_like(W)
         clipped = np.zeros(data.n_stages, dtype=int)
@@ -149,6 +168,7 @@ class MonotoneAIPW(MonotoneEstimator):
                                  random_state=child_seed(outcome_seed, j)).fit(train)
             e1, lam, n_clip = self._predict_probabilities(models, test)
             m_first[test_idx], W[test_idx], D[test_idx] = aipw_components(test, e1, lam, chain)
+            e_all[test_idx], lam_all[test_idx] = e1, lam
             clipped += n_clip
             self.fold_models_.append({"propensity": models[0].model,
                                       "selection": models[1].models_, "outcome": chain})
@@ -158,6 +178,8 @@ class MonotoneAIPW(MonotoneEstimator):
         self.influence_ = scores[:, 1] - scores[:, 0]
         weights = np.where(data.R == 1, W.sum(axis=2), np.nan)
         self.scores_, self.weights_, self.n_clipped_ = scores, weights, clipped
+        self.variance_ = (substitution_variance(data, e_all, lam_all, m_first, D)
+                          if self.variance == "substitution" else None)
         self.ess_ = ess_table(data, weights, warn_below=self.ess_warning, name=self._label)
         self.cate_model_ = fit_clone(self._seeded("cate", self.cate_model, default_regressor),
                                      data.X, self.influence_)
