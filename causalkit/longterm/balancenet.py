@@ -153,7 +153,7 @@ class BalanceNet(MonotoneEstimator):
     default, early stopping on the factual validation loss.
 
     Measured (``causalkit simulate longterm-balancenet``; results in
-    ``simulations/results/longterm/longterm-balancenet/``: 100 paired replications per design,
+    ``simulations/results/longterm-balancenet/``: 100 paired replications per design,
     IHDP at 30% and JOBS at 35% drop-out per stage, the small ``STUDY_NET`` networks, the
     defaults above, linear SeqMSM and SequentialRegression; MC SEs in parentheses), balance
     does not do what the paper presents it for:

@@ -34,7 +34,7 @@ Written next to ``out`` (``<stem>_<setting>.jsonl`` are the resumable stores):
 * ``<stem>_<setting>_estimates.csv`` and ``<stem>.png`` (bias, RMSE, ``sqrt(PEHE)``).
 
 The committed run (100 replications per design; ``causalkit simulate longterm-balancenet --out
-simulations/results/longterm/longterm-balancenet``, 43 minutes with one worker on a shared
+simulations/results/longterm-balancenet``, 43 minutes with one worker on a shared
 2-core machine) is summarised in the :class:`~causalkit.longterm.BalanceNet` docstring.
 """
 
