@@ -61,8 +61,7 @@ def full_size():
 
 
 # The ratio (Hajek) sequential IPW is biased downwards in finite samples when the weights are
-# heavy: -0.042 (3.2 MC SE) here, -0.047 and -0.106 at 30% and 40% drop-out in the linear study
-# (400 replications, simulations/results/longterm); its median error is negative too.
+# heavy: -0.042 (3.2 MC SE) here; its median error is negative too.
 HAJEK_BIAS = pytest.mark.xfail(strict=True, reason="finite-sample bias of the ratio form "
                                                    "under heavy weights")
 

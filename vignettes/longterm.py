@@ -175,7 +175,8 @@ if linear_dir is not None:
     table = study.pivot_table(index="estimator", columns="drop-out",
                               values=["coverage", "se_over_sd"]).round(3)
 else:
-    table = "simulations/results/longterm-linear is not in this checkout"
+    table = ("No committed results of longterm-linear with the current defaults: run "
+             "`causalkit simulate longterm-linear --out simulations/results/longterm-linear`")
 table
 
 # %% [markdown]

@@ -139,8 +139,10 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
             squared = D[responders, k, arm] ** 2
             if not responders.any() or not squared.any():
                 continue
-            sigma2 = fit_clone(_squared_residual_model(), data.history(k, responders),
-                               squared).predict(data.history(k, at_risk))
+            level = squared.mean()          # fitted on the unit scale: the penalty is then
+            sigma2 = level * fit_clone(     # free of the outcome's units
+                _squared_residual_model(), data.history(k, responders),
+                squared / level).predict(data.history(k, at_risk))
             r_before = np.exp(log_lam[at_risk, :k].sum(axis=1))
             variance += float(np.sum(sigma2 / (e_arm[at_risk] ** 2 * r_before ** 2
                                                * lam[at_risk, k]))) / n

@@ -51,7 +51,8 @@ class MonotoneAIPW(MonotoneEstimator):
     With ``normalize=True`` each stage's weighted residual mean is taken in its ratio (Hajek)
     form, ``sum_i W_it D_it / sum_i W_it`` (see :mod:`causalkit.longterm._scores`), pooled over
     the folds. Both forms share the influence function and are doubly robust; they differ in
-    finite samples (linear design, n = 1000, ``simulations/results/longterm``):
+    finite samples (linear design, n = 1000; the first item is
+    ``simulations/results/longterm/longterm-linear_crossfit_check_*.csv``):
 
     * out-of-fold inverse probabilities are too large on average (Jensen's inequality,
       ``E[1 / lambda_hat] > 1 / lambda``); with a wrong outcome chain the plain form multiplies
@@ -61,9 +62,8 @@ class MonotoneAIPW(MonotoneEstimator):
       remove it;
     * with heavy-tailed weights (high cumulative drop-out) the ratio form is bounded by the
       range of the residuals and has a much smaller spread, but its influence-function
-      interval under-covers, while the plain one keeps its nominal coverage (table
-      ``longterm-linear_summary.csv``, rows ``MonotoneAIPW`` and ``MonotoneAIPW
-      (normalized)``). The plain form is therefore the default; with ``normalize=True`` use
+      interval under-covered in the linear study (rows ``MonotoneAIPW`` and ``MonotoneAIPW
+      (normalized)`` of ``causalkit simulate longterm-linear``). The plain form is therefore the default; with ``normalize=True`` use
       ``estimate(inference="bootstrap")``.
 
     Parameters
