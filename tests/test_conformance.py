@@ -58,10 +58,11 @@ from causalkit.exceptions import CausalkitWarning
 matplotlib.use("Agg")
 
 AREAS = ("borrowing", "longterm", "policy")
-#: Small constructor settings for estimators that are slow at their defaults (same protocol).
+#: Small constructor settings for estimators that are slow at their defaults (same protocol);
+#: a subclass (e.g. the placebo ``RandomGroupPenalty``) takes its base class's settings.
 CONFORMANCE_PARAMS = {
     "BalanceNet": dict(representation=(8,), head=(8,), max_epochs=5, batch_size=64,
-                       device="cpu"),
+                       alpha_grid=(0.0, 0.1), device="cpu"),
 }
 N_BOOT = 20
 
@@ -179,7 +180,9 @@ def as_frame(case: Case, area: str) -> Case:
 
 def new(name, **params):
     _, cls = ESTIMATORS[name]
-    params = {**CONFORMANCE_PARAMS.get(name, {}), **params}
+    small = next((CONFORMANCE_PARAMS[c.__name__] for c in cls.__mro__
+                  if c.__name__ in CONFORMANCE_PARAMS), {})
+    params = {**small, **params}
     if "random_state" in inspect.signature(cls).parameters:
         params.setdefault("random_state", 0)
     return cls(**params)
