@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed, parallel_config
 
+from causalkit._base import _threadpools
 from causalkit._store import (
     FingerprintMismatch,
     ResultStore,
@@ -330,7 +331,9 @@ def _run_replication(rep: int, design: Callable, estimators: Mapping, seed: int,
         raise TypeError("design(rng) must return a dict with a 'truth' entry")
     truth = float(data["truth"])
     rows = []
-    with _recording() as caught:
+    # one BLAS/OpenMP thread per replication: its fits are small and repeated, and parallel
+    # replications would otherwise oversubscribe the cores
+    with _recording() as caught, _threadpools().limit(limits=1):
         first = len(caught)
         try:
             for name, fn in estimators.items():
@@ -373,7 +376,7 @@ def run_study(design: Callable, estimators: Mapping[str, Callable], reps: int, s
         Replication ``r`` uses ``numpy.random.default_rng([seed, r])``.
     n_jobs : int
         Local worker processes (``backend="loky"``); ``-1`` for one per core. Workers exit when
-        the study's process dies.
+        the study's process dies. Each replication runs with one BLAS/OpenMP thread.
     backend : {"loky", "dask"}
         ``"dask"`` runs replications on the ``dask.distributed`` cluster at ``scheduler``
         (an address such as ``"tcp://127.0.0.1:8786"`` or a ``distributed.Client``), through
