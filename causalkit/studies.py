@@ -42,6 +42,7 @@ STUDIES = {
     "longterm-ihdp": ("causalkit.longterm.studies", "ihdp"),
     "longterm-jobs": ("causalkit.longterm.studies", "jobs"),
     "longterm-balancenet": ("causalkit.longterm.network_studies", "balancenet_comparison"),
+    "longterm-weights": ("causalkit.longterm.studies", "weights"),
     "policy-reference": ("causalkit.policy.studies", "reference"),
     "policy-econml": ("causalkit.policy.studies", "versus_econml"),
     "policy-overlap": ("causalkit.policy.studies", "overlap_grid"),

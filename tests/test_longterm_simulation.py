@@ -3,7 +3,7 @@
 import pytest
 
 from causalkit.longterm import LinearGaussianDesign
-from causalkit.longterm.studies import linear_estimators
+from causalkit.longterm.studies import linear_estimators, weight_estimators
 from causalkit.simulation import run_study, summarize
 
 # Both sides of each doubly robust estimator are checked: the default in-sample weights with
@@ -80,3 +80,19 @@ def test_full_size_biased_estimators_and_coverage(full_size):
         row = full_size.loc[name]
         assert abs(row["bias"]) > 5 * row["mc_se_bias"], name
     assert 0.92 <= full_size.loc["MonotoneAIPW", "coverage"] <= 0.98
+
+
+def test_balancing_weights_leave_the_weighting_estimators_unbiased():
+    """Stage-wise balancing weights (``BalancingLogit``, the weights study's alternative to
+    maximum likelihood) are consistent for a correctly specified logistic selection model, so
+    every estimator using them recovers the truth, MonotoneAIPW also with a wrong chain."""
+    design = LinearGaussianDesign(dropout=(0.25, 0.25, 0.25), xi=1.0)
+    design.intercepts()
+    estimators = {name: fn for name, fn in weight_estimators(seed=1).items()
+                  if "balancing" in name}
+    assert len(estimators) == 4
+    res = run_study(lambda rng: design.sample(rng, n=800), estimators, 60, 13, n_jobs=2,
+                    progress=False)
+    assert (res["error"] == "").all(), res.loc[res["error"] != "", "error"].tolist()
+    for name, row in summarize(res).iterrows():
+        assert abs(row["bias"]) < 2 * row["mc_se_bias"], (name, row["bias"], row["mc_se_bias"])

@@ -21,6 +21,7 @@ arXiv:2504.19527; Robins, Rotnitzky & Zhao 1995).
 
 from causalkit.longterm._data import MonotoneData, check_monotone_data
 from causalkit.longterm.aipw import MonotoneAIPW
+from causalkit.longterm.balancing import BalancingLogit
 from causalkit.longterm.baselines import CompleteCase, NaiveIPW
 from causalkit.longterm.dgp import LinearGaussianDesign
 from causalkit.longterm.ipw import SequentialIPW
@@ -29,7 +30,7 @@ from causalkit.longterm.regression import SequentialRegression
 from causalkit.longterm.tmle import SequentialTMLE
 
 __all__ = ["SequentialIPW", "SequentialRegression", "SeqMSM", "MonotoneAIPW", "SequentialTMLE",
-           "BalanceNet",
+           "BalanceNet", "BalancingLogit",
            "CompleteCase", "NaiveIPW", "LinearGaussianDesign", "MonotoneData",
            "check_monotone_data", "ESTIMATORS"]
 

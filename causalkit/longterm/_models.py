@@ -25,6 +25,7 @@ from sklearn.preprocessing import StandardScaler
 from causalkit._validation import child_seed, seed_int
 from causalkit.exceptions import OverlapWarning
 from causalkit.longterm._data import MonotoneData
+from causalkit.longterm.balancing import BalancingLogit
 from causalkit.nuisance import clip_probabilities, fit_clone, predict_positive_proba, seeded
 
 __all__ = ["is_parametric", "default_classifier", "default_regressor", "fit_propensity",
@@ -52,16 +53,17 @@ def default_regressor():
 
 def is_parametric(model) -> bool:
     """Whether a nuisance model is a fixed-dimension parametric fit: ``None`` (the defaults),
-    ``LinearRegression``, ``LogisticRegression``, a dummy (constant) model, or a Pipeline of
-    ``StandardScaler`` steps ending in one of them. Such fits may be evaluated on the units
-    they were fitted on (no cross-fitting needed: their classes are Donsker)."""
+    ``LinearRegression``, ``LogisticRegression``, :class:`~causalkit.longterm.BalancingLogit`,
+    a dummy (constant) model, or a Pipeline of ``StandardScaler`` steps ending in one of them.
+    Such fits may be evaluated on the units they were fitted on (no cross-fitting needed: their
+    classes are Donsker)."""
     if model is None:
         return True
     if isinstance(model, Pipeline):
         steps = [step for _, step in model.steps]
         return all(isinstance(s, StandardScaler) for s in steps[:-1]) and is_parametric(steps[-1])
-    return isinstance(model, (LinearRegression, LogisticRegression, DummyClassifier,
-                              DummyRegressor))
+    return isinstance(model, (LinearRegression, LogisticRegression, BalancingLogit,
+                              DummyClassifier, DummyRegressor))
 
 
 def check_bounds(bounds, name: str) -> tuple[float, float]:

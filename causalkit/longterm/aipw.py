@@ -63,15 +63,16 @@ class MonotoneAIPW(MonotoneEstimator):
     * with heavy-tailed weights (high cumulative drop-out) the ratio form is bounded by the
       range of the residuals and has a much smaller spread, but its influence-function
       interval under-covered in the linear study (rows ``MonotoneAIPW`` and ``MonotoneAIPW
-      (normalized)`` of ``causalkit simulate longterm-linear``). The plain form is therefore the default; with ``normalize=True`` use
-      ``estimate(inference="bootstrap")``.
+      (normalized)`` of ``causalkit simulate longterm-linear``). The plain form is therefore
+      the default; with ``normalize=True`` use ``estimate(inference="bootstrap")``.
 
     Parameters
     ----------
     outcome_model : sklearn regressor or stage learner, optional
         Default OLS per stage and arm.
     propensity_model, selection_model : sklearn classifiers, optional
-        Default logistic regression (C = 1e4).
+        Default logistic regression (C = 1e4). ``selection_model=BalancingLogit()`` gives
+        stage-wise balancing (calibration) weights (:class:`~causalkit.longterm.BalancingLogit`).
     mode : {"impute_missing", "replace_all"}
         Outcome-chain variant (see :class:`SequentialRegression`).
     normalize : bool

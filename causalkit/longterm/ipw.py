@@ -43,6 +43,8 @@ class SequentialIPW(MonotoneEstimator):
         Model of ``P(A = 1 | X)``; default: logistic regression (C = 1e4).
     selection_model : sklearn classifier, optional
         Cloned per stage for ``lambda_t``; a stage without drop-out gets ``lambda_t = 1``.
+        ``BalancingLogit()`` gives stage-wise balancing (calibration) weights
+        (:class:`~causalkit.longterm.BalancingLogit`).
     normalize : bool
         Hajek (self-normalised) weights (``True``) or the unnormalised Horvitz-Thompson form
         (``False``, the default). The unnormalised form is unbiased when the weights are right

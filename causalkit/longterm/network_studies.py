@@ -166,17 +166,13 @@ def balancenet_comparison(reps=None, seed=2024, n_jobs=1, backend="loky", schedu
         tables.append(_mc_summary(res).reset_index().assign(setting=tag))
         paired.append(_paired(res).assign(setting=tag))
         if out is not None:
-            studies._compact(res).to_csv(_beside(out, f"{tag}_estimates.csv"), index=False)
+            studies._compact(res).to_csv(studies._beside(out, f"{tag}_estimates.csv"), index=False)
     table = pd.concat(tables).set_index(["setting", "estimator"])
     pairs = pd.concat(paired).set_index(["setting", "metric", "estimator", "reference"])
     if out is not None:
-        table.to_csv(_beside(out, "summary.csv"))
-        pairs.to_csv(_beside(out, "paired.csv"))
+        table.to_csv(studies._beside(out, "summary.csv"))
+        pairs.to_csv(studies._beside(out, "paired.csv"))
         from causalkit.longterm.plots import plot_study
         fig = plot_study(table, metrics=("bias", "rmse", "mean_pehe"))
         fig.savefig(out.with_suffix(".png"), dpi=110, bbox_inches="tight")
     return table
-
-
-def _beside(out: Path, suffix: str) -> Path:
-    return out.with_name(f"{out.stem}_{suffix}")

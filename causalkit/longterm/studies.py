@@ -9,7 +9,12 @@
 * ``ihdp``: the 747 IHDP children (25 covariates, real treatment), the same outcome chain and
   drop-out at 15% and 30% per stage, 200 replications; truth = mean tau(X_i);
 * ``jobs``: NSW (445 units) plus the 812 CPS controls on the common support (8 covariates,
-  observational), the same chain at 20% and 35% per stage, 200 replications.
+  observational), the same chain at 20% and 35% per stage, 200 replications;
+* ``weights``: which inverse weights by default -- maximum-likelihood logistic fitted in
+  sample (the default), cross-fitted, and stage-wise balancing weights
+  (:class:`~causalkit.longterm.BalancingLogit`) -- in MonotoneAIPW, SequentialTMLE and the
+  Hajek SequentialIPW, on the linear design (40% drop-out) and IHDP (15% and 30%),
+  200 replications, on draws that the other studies do not use.
 
 Every study runs :func:`causalkit.simulation.run_study` (incremental, resumable) and returns its
 :func:`~causalkit.simulation.summarize` table with a ``setting`` column; when ``out`` is given
@@ -25,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["linear_gaussian", "ihdp", "jobs", "linear_estimators"]
+__all__ = ["linear_gaussian", "ihdp", "jobs", "weights", "linear_estimators",
+           "weight_estimators"]
 
 
 # -- estimators -------------------------------------------------------------------------------
@@ -103,6 +109,42 @@ def _complete_data_t_learner(data):
     return SequentialRegression().fit(data["X"], y, data["treatment"]).estimate()
 
 
+def weight_estimators(seed: int = 0, with_pehe: bool = False) -> dict:
+    """``{name: fn(data)}``: MonotoneAIPW, SequentialTMLE and the Hajek SequentialIPW with the
+    default in-sample maximum-likelihood weights and with stage-wise balancing weights
+    (``selection_model=BalancingLogit()``), MonotoneAIPW also cross-fitted (``cv=5``) and each
+    AIPW with a wrong (constant) outcome chain, where only the weights protect it;
+    SequentialRegression as the reference for the spread."""
+    from sklearn.dummy import DummyRegressor
+
+    from causalkit.longterm import (
+        BalancingLogit,
+        MonotoneAIPW,
+        SequentialIPW,
+        SequentialRegression,
+        SequentialTMLE,
+    )
+    balancing = {"selection_model": BalancingLogit()}
+    wrong_chain = {"outcome_model": DummyRegressor()}
+    factories = {
+        "SequentialRegression": SequentialRegression,
+        "MonotoneAIPW": partial(MonotoneAIPW, random_state=seed),
+        "MonotoneAIPW (balancing weights)": partial(MonotoneAIPW, **balancing,
+                                                    random_state=seed),
+        "MonotoneAIPW (cv=5)": partial(MonotoneAIPW, cv=5, random_state=seed),
+        "MonotoneAIPW (wrong outcome chain)": partial(MonotoneAIPW, **wrong_chain,
+                                                      random_state=seed),
+        "MonotoneAIPW (balancing weights, wrong outcome chain)": partial(
+            MonotoneAIPW, **balancing, **wrong_chain, random_state=seed),
+        "SequentialTMLE": SequentialTMLE,
+        "SequentialTMLE (balancing weights)": partial(SequentialTMLE, **balancing),
+        "SequentialIPW (Hajek)": partial(SequentialIPW, normalize=True),
+        "SequentialIPW (Hajek, balancing weights)": partial(SequentialIPW, normalize=True,
+                                                            **balancing),
+    }
+    return {name: partial(_run, make, with_pehe=with_pehe) for name, make in factories.items()}
+
+
 #: Estimators whose bootstrap intervals the linear study checks (on an eighth of the
 #: replications): those whose default inference is the bootstrap.
 BOOTSTRAPPED = ("SeqMSM",)
@@ -163,6 +205,12 @@ def _path(out, tag):
     return out.with_name(f"{out.stem}_{tag}{out.suffix or '.csv'}")
 
 
+def _beside(out, name: str) -> Path:
+    """A file beside the results file ``out``: ``<stem>_<name>`` in its folder."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}_{name}")
+
+
 def _compact(res: pd.DataFrame) -> pd.DataFrame:
     """Replication table without the diagnostics column, rounded to 6 significant digits
     (small enough to keep beside the summary when the resumable raw table is not)."""
@@ -183,13 +231,13 @@ def _study(settings, reps, seed, n_jobs, backend, scheduler, out, figure_metric=
         summary = summarize(res)
         summary.insert(0, "setting", tag)
         if out is not None:
-            _compact(res).to_csv(_path(out, f"{tag}_estimates"), index=False)
+            _compact(res).to_csv(_beside(out, f"{tag}_estimates.csv"), index=False)
         tables.append(summary)
         raw.append(res.assign(setting=tag))
     table = pd.concat(tables).reset_index().set_index(["setting", "estimator"])
     if out is not None:
+        table.to_csv(_beside(out, "summary.csv"))
         out = Path(out)
-        table.to_csv(out.with_name(f"{out.stem}_summary.csv"))
         from causalkit.longterm.plots import plot_study
         fig = plot_study(table)
         fig.savefig(out.with_suffix(".png"), dpi=110, bbox_inches="tight")
@@ -252,3 +300,29 @@ def jobs(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=Non
                          partial(_fixed, design=design, X=X, treatment=A),
                          linear_estimators(with_pehe=True, seed=seed), reps))
     return _study(settings, reps, seed, n_jobs, backend, scheduler, out)
+
+
+#: Offset of the weights study's base seed: its draws are not those of the studies that check
+#: the defaults it chooses (``default_rng([seed + offset, rep])``).
+WEIGHTS_SEED_OFFSET = 100_000
+
+
+def weights(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+            quick=False) -> pd.DataFrame:
+    """Choice of the default inverse weights: in-sample maximum likelihood, cross-fitted, or
+    stage-wise balancing (linear design at 40%, IHDP at 15% and 30% drop-out per stage)."""
+    from causalkit.longterm.dgp import LinearGaussianDesign
+    reps = reps or (3 if quick else 200)
+    linear = LinearGaussianDesign(dropout=(0.4,) * 3, xi=1.0)
+    linear.intercepts()
+    settings = [("linear_dropout40", partial(_synthetic, design=linear, n=1000),
+                 weight_estimators(seed=seed), reps)]
+    X, A = _ihdp_covariates()
+    for rate in (() if quick else (0.15, 0.3)):
+        design = LinearGaussianDesign(n_features=X.shape[1], dropout=(rate,) * 3, xi=1.0,
+                                      seed=21)
+        design.intercepts(X, A)
+        settings.append((f"ihdp_dropout{int(100 * rate)}",
+                         partial(_fixed, design=design, X=X, treatment=A),
+                         weight_estimators(seed=seed), reps))
+    return _study(settings, reps, seed + WEIGHTS_SEED_OFFSET, n_jobs, backend, scheduler, out)

@@ -76,7 +76,8 @@ class SequentialTMLE(MonotoneEstimator):
     outcome_model : sklearn regressor or stage learner, optional
         Default OLS per stage and arm.
     propensity_model, selection_model : sklearn classifiers, optional
-        Default logistic regression (C = 1e4).
+        Default logistic regression (C = 1e4). ``selection_model=BalancingLogit()`` gives
+        stage-wise balancing (calibration) weights (:class:`~causalkit.longterm.BalancingLogit`).
     propensity_clip, selection_floor
         As in :class:`SequentialIPW`.
     weight_cap : float

@@ -84,10 +84,10 @@ class ElasticExperiment:
     seed : int
         Base seed: repetition ``r`` draws the model's seed from ``SeedSequence([seed, r])``.
 
-    Attributes (after :meth:`run`)
-    ------------------------------
+    Attributes
+    ----------
     loss_curves_ : DataFrame
-        ``rep, mode, step, loss, layout`` for every run.
+        After :meth:`run`: ``rep, mode, step, loss, layout`` for every run.
     """
 
     def __init__(self, schedule, steps: int = 40, mode: str = "live", *, spec=None,
