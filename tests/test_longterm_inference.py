@@ -1,5 +1,5 @@
 """Each long-term estimator's own inference: the stacked sandwich of the least-squares chain
-(checked against statsmodels' HC0 and by simulation), bootstrap-only plug-ins, and the
+(checked against statsmodels' HC2 and by simulation), bootstrap-only plug-ins, and the
 unnormalised-IPW warning."""
 
 import warnings
@@ -22,11 +22,11 @@ def _regression_data(seed=0, n=300):
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-def test_ols_influence_is_hc0(weighted):
-    """One stage: sum IF IF' / n^2 equals statsmodels' HC0 covariance (OLS and WLS)."""
+def test_ols_influence_is_hc2(weighted):
+    """One stage: sum IF IF' / n^2 equals statsmodels' HC2 covariance (OLS and WLS)."""
     D, y, w = _regression_data()
     w = w if weighted else np.ones_like(y)
-    fit = sm.WLS(y, D, weights=w).fit(cov_type="HC0")
+    fit = sm.WLS(y, D, weights=w).fit(cov_type="HC2")
     rows = np.ones(y.size, dtype=bool)
     infl = ols_influence(D, y - fit.fittedvalues, w, rows)
     np.testing.assert_allclose(infl.T @ infl / y.size ** 2, fit.cov_params(), rtol=1e-10)
@@ -37,7 +37,7 @@ def test_ols_influence_on_a_subset():
     D, y, w = _regression_data(n=200)
     rows = np.zeros(400, dtype=bool)
     rows[::2] = True
-    fit = sm.OLS(y, D).fit(cov_type="HC0")
+    fit = sm.OLS(y, D).fit(cov_type="HC2")
     infl = ols_influence(D, y - fit.fittedvalues, np.ones(200), rows)
     assert np.all(infl[~rows] == 0)
     np.testing.assert_allclose(infl.T @ infl / 400 ** 2, fit.cov_params(), rtol=1e-10)

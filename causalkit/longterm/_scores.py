@@ -27,6 +27,7 @@ import numpy as np
 
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import cumulative_scores
+from causalkit.longterm._sandwich import hc2_residual
 from causalkit.nuisance import fit_clone
 
 __all__ = ["inverse_weights", "aipw_components", "combine_aipw", "substitution_variance",
@@ -102,7 +103,8 @@ def _squared_residual_model():
 
 
 def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
-                          m_first: np.ndarray, D: np.ndarray) -> float:
+                          m_first: np.ndarray, D: np.ndarray,
+                          leverage: np.ndarray | None = None) -> float:
     """Substitution estimate of ``Var(phi_1 - phi_0)`` (the module's efficient influence
     function) that averages the stage terms over the units at risk rather than the responders.
 
@@ -126,7 +128,10 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     ``variance.method = "tmle"`` of ``ltmle``), here in a simpler plug-in form (one stage
     integrated at a time). ``sigma^2_at`` is a Poisson (log-link) regression
     of ``D_at^2`` on ``H_t`` among the arm's stage-``t`` responders; ``e1`` and ``lam`` are
-    clipped as in the estimator.
+    clipped as in the estimator. When the residuals are in-sample least-squares residuals,
+    ``leverage`` (n, T, 2) holds each unit's leverage ``h`` in its stage regression
+    (:func:`~causalkit.longterm._sandwich.chain_leverage`) and ``D^2 / (1 - h)`` replaces
+    ``D^2`` (as HC2 does; an in-sample residual's variance is ``sigma^2 (1 - h)``).
     """
     n = data.n
     variance = float(np.var(m_first[:, 1] - m_first[:, 0]))
@@ -136,7 +141,9 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
         for k in range(data.n_stages):
             responders = data.responders(k) & (data.a == arm)
             at_risk = data.at_risk(k) & (data.a == arm)
-            squared = D[responders, k, arm] ** 2
+            residual = D[responders, k, arm]
+            squared = (residual if leverage is None
+                       else hc2_residual(residual, leverage[responders, k, arm])) ** 2
             if not responders.any() or not squared.any():
                 continue
             level = squared.mean()          # fitted on the unit scale: the penalty is then

@@ -10,6 +10,7 @@ from causalkit.exceptions import ClippingWarning
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import OutcomeChain
+from causalkit.longterm._sandwich import chain_leverage, least_squares_kind
 from causalkit.longterm._scores import (
     aipw_components,
     check_variance,
@@ -147,7 +148,9 @@ class SequentialTMLE(MonotoneEstimator):
         self.fluctuation_ = eps
         m_first, W_stage, D = aipw_components(data, e1, lam, self.chain_, self.weight_cap)
         scores = combine_aipw(m_first, W_stage, D)
-        self.variance_ = (substitution_variance(data, e1, lam, m_first, D)
+        leverage = (chain_leverage(data, self.chain_) if least_squares_kind(self.outcome_model)
+                    else None)
+        self.variance_ = (substitution_variance(data, e1, lam, m_first, D, leverage)
                           if self.variance == "substitution" else None)
         everyone = np.ones(data.n, dtype=bool)
         self.mu_ = np.array([self.chain_.predict(0, data, everyone, a).mean() for a in (0, 1)])
