@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-all smoke docs docs-nitpicky vignettes benchmarks studies lint clean
+.PHONY: demo test test-all smoke docs vignettes benchmarks studies lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,15 +33,10 @@ test-all: $(VENV)/.dev-installed
 smoke: $(VENV)/.dev-installed
 	bash tools/smoke_wheel.sh $(BIN)/python
 
-## docs: build the API reference offline (warnings are errors) and check its internal links
+## docs: build the API reference offline (warnings and unresolved references are errors), check links
 docs: $(VENV)/.dev-installed
-	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/python -m sphinx -W --keep-going -n -q -b html docs docs/_build/html
 	$(BIN)/python tools/check_links.py docs/_build/html
-
-## docs-nitpicky: as docs, and every cross-reference in a docstring must resolve too
-docs-nitpicky: $(VENV)/.dev-installed
-	$(BIN)/python -m sphinx -W --keep-going -n -q -b html docs docs/_build/nitpicky
-	$(BIN)/python tools/check_links.py docs/_build/nitpicky
 
 ## vignettes: execute every vignette and render it to vignettes/html/
 vignettes: $(VENV)/.dev-installed

@@ -2,7 +2,7 @@
 
 Subpackages: :mod:`causalkit.borrowing` (external controls), :mod:`causalkit.longterm`
 (long-term effects under monotone drop-out), :mod:`causalkit.policy` (policy adaptation under
-covariate shift), :mod:`causalkit.systems` (systems experiment drivers). The top level stays light:
+covariate shift), ``causalkit.systems`` (systems experiment drivers). The top level stays light:
 heavy dependencies are imported by the subpackages that need them.
 """
 

@@ -1,5 +1,5 @@
-"""Inference core: the :class:`Estimate` every estimator returns, the nonparametric bootstrap,
-and helpers that combine estimates through their influence functions.
+"""Inference core: the :class:`~causalkit.inference.Estimate` every estimator returns, the
+nonparametric bootstrap, and helpers that combine estimates through their influence functions.
 
 Conventions
 -----------

@@ -17,7 +17,7 @@ def plot_estimates(estimates: Mapping, *, reference: float | None = None,
 
     Parameters
     ----------
-    estimates : dict of label -> :class:`causalkit.Estimate`
+    estimates : dict of label -> :class:`~causalkit.inference.Estimate`
     reference : float, optional
         A vertical reference line (e.g. an experimental benchmark).
     ax : matplotlib Axes, optional

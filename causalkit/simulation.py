@@ -1,7 +1,7 @@
 """The experiment engine: seeded replications, local or Dask parallelism, a crash-safe resumable
 store, design fingerprints, and the usual Monte Carlo summaries.
 
-Two front ends share one execution path (:func:`_execute`):
+Two front ends share one execution path (``_execute``):
 
 * :func:`run_study` -- a statistical study: a ``design`` (a function of a numpy Generator returning
   one simulated data set and its true estimand) and ``estimators`` (functions of that data set);

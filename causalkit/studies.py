@@ -159,7 +159,7 @@ def run_named_study(name: str, *, reps=None, seed: int = 2024, n_jobs: int = 1,
     Parameters
     ----------
     name : str
-        A key of :data:`STUDIES`.
+        A key of ``causalkit.studies.STUDIES``.
     reps, seed, n_jobs, backend, scheduler, quick
         Passed to the study function.
     out : str or Path, optional

@@ -45,6 +45,8 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(numpy|scipy|pandas|sklearn|matplotlib|torch|joblib|dask|faiss|simpy)(\..*)?"),
     (r"py:.*", r"causalkit(\.\w+)*\._\w+(\..*)?"),
 ]
+# Standard-library bases shown by ``:show-inheritance:`` (``NicPath(abc.ABC)``).
+nitpick_ignore = [("py:class", "abc.ABC")]
 
 # Where each statistical area's estimators are worked through and studied.
 AREAS = {

@@ -1,7 +1,7 @@
 """Borrowing external controls for a randomised trial.
 
 Estimators (``fit(X, y, treatment, trial=...)``, or ``fit(df, y="re78", treatment="treat",
-trial="trial", covariates=[...])``, then ``estimate()`` -> :class:`causalkit.Estimate`):
+trial="trial", covariates=[...])``, then ``estimate()`` -> :class:`~causalkit.inference.Estimate`):
 
 * :class:`AdaptiveBorrowing` (recommended): full borrowing, moved back toward the trial-only
   estimate by all but 0.6 standard errors of their difference; unbiased for any outcome law under

@@ -99,7 +99,7 @@ class AdaptiveBorrowing(BorrowingEstimator):
     """Recommended estimator: full borrowing while it agrees with trial-only to within
     ``threshold`` standard errors of their difference; beyond, trial-only moved toward full
     borrowing by a limit that decays as the disagreement grows (see
-    :mod:`causalkit.borrowing.adaptive` for the formula and why).
+    ``causalkit.borrowing.adaptive`` for the formula and why).
 
     Parameters
     ----------

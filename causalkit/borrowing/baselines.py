@@ -51,7 +51,7 @@ class TrialOnly(_FixedSetBorrowing):
         + \\frac{A(Y-\\hat\\mu_1)}{e} - \\frac{(1-A)(Y-\\hat\\mu_0)}{1-e}\\Big],
 
     SE = sd of the terms (ddof 0) over :math:`\\sqrt{n_R}`; external controls, if given, are
-    ignored. It is the efficient estimator of :mod:`causalkit.borrowing.efficient` with an empty
+    ignored. It is the efficient estimator of ``causalkit.borrowing.efficient`` with an empty
     borrowed set. Reference: Tsiatis et al. (2008), *Stat. Med.* 27(23).
 
     Parameters
@@ -86,7 +86,7 @@ class TrialOnly(_FixedSetBorrowing):
 class FullBorrowing(_FixedSetBorrowing):
     """Efficient estimator borrowing every external control (valid only under exchangeability).
 
-    Parameters as :class:`TrialOnly`; see :mod:`causalkit.borrowing.efficient` for the formula.
+    Parameters as :class:`TrialOnly`; see ``causalkit.borrowing.efficient`` for the formula.
     """
 
     _label = "Full borrowing"
@@ -290,7 +290,7 @@ class SelectiveBorrowing(BorrowingEstimator):
     the trial-only estimate.
 
     Difference from the authors' code: the borrowed set enters the efficient estimator of
-    :mod:`causalkit.borrowing.efficient` (logistic trial-participation score) rather than
+    ``causalkit.borrowing.efficient`` (logistic trial-participation score) rather than
     entropy-balancing calibration weights; the selection rule is theirs.
 
     Parameters

@@ -73,13 +73,14 @@ class RobustMixturePriorBorrowing(BorrowingEstimator):
       :math:`s_E^2 = \\sum_{R=0}\\omega_j^2\\{Y_j-\\hat\\mu_E(X_j)\\}^2`, with
       :math:`\\omega_j\\propto\\pi(X_j)/\\{1-\\pi(X_j)\\}`, :math:`\\sum_j\\omega_j = 1`, and
       :math:`\\pi` the trial-participation model of the full-borrowing estimator
-      (:mod:`causalkit.borrowing.efficient`).
+      (``causalkit.borrowing.efficient``).
     * **Prior.** :math:`\\theta_0 \\sim (1-w_R)\\,N(m_E, s_E^2) + w_R\\,N(m_E, \\sigma^2)`:
       the external evidence robustified by a unit-information component
       (:math:`\\sigma^2` = residual variance of the trial controls, ddof 1, i.e. one
       observation's worth of information), both centred at :math:`m_E`, as RBesT's
       ``robustify(prior, weight = w_R, mean = m_E, n = 1, sigma = sigma)``.
-    * **Posterior** by the conjugate mixture update (:func:`normal_mixture_posterior`), with mean
+    * **Posterior** by the conjugate mixture update
+      (``causalkit.borrowing.bayesian.normal_mixture_posterior``), with mean
       :math:`\\tilde\\theta_0` and variance :math:`\\tilde v_0` (the mixture's moments).
     * **Estimate.** :math:`\\hat\\tau = \\hat\\tau_{trial} + \\hat\\theta_0 - \\tilde\\theta_0`
       (:math:`\\hat\\tau_{trial}`: the trial-only AIPW estimate of :class:`TrialOnly`), i.e.

@@ -65,10 +65,10 @@ class OutcomeCalibrator(BaseEstimator):
     ----------
     method : {"linear", "constant", "kernel"}
         Bias model :math:`b(x)`: linear, constant, or Gaussian kernel ridge (at most
-        :data:`KERNEL_MAX_ROWS` pooled controls).
+        ``causalkit.borrowing.calibration.KERNEL_MAX_ROWS`` pooled controls).
     cv : int, scikit-learn splitter or precomputed folds
         Cross-fitting folds for :math:`\\hat m` and :math:`\\hat\\rho`
-        (:func:`causalkit.nuisance.make_folds`; an int stratifies on the source).
+        (``causalkit.nuisance.make_folds``; an int stratifies on the source).
     random_state : None, int or SeedSequence
         Seed of the fold split.
 

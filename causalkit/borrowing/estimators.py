@@ -73,17 +73,17 @@ class InfluenceBorrowing(BorrowingEstimator):
     score_model : {"auto", "linear", "logistic"} or influence-ready model
         The parametric model fitted on the trial controls whose gradients and Hessian give the
         influence scores: ``"auto"`` (logistic for a 0/1 outcome, else linear), an object with
-        ``fit/predict/loss_gradients/loss_hessian`` (:mod:`causalkit.borrowing.models`) or a
+        ``fit/predict/loss_gradients/loss_hessian`` (``causalkit.borrowing.models``) or a
         scikit-learn linear model (wrapped in
         :class:`~causalkit.borrowing.models.SklearnGLM`). It is a separate slot because the
         scores need a differentiable parametric loss, which a random forest does not have.
     score : {"absolute", "squared", "hnorm"}
         Aggregation of the influence on the trial-control losses.
     grid : None, int or sequence
-        Borrowing-set sizes (:func:`~causalkit.borrowing.selection.size_grid`); default 41
+        Borrowing-set sizes (``causalkit.borrowing.selection.size_grid``); default 41
         evenly spaced sizes from 0 to all external controls.
     criterion : {"debiased", "plugin"}
-        MSE estimate per set (:mod:`~causalkit.borrowing.selection`). Default ``"debiased"``:
+        MSE estimate per set (``causalkit.borrowing.selection``). Default ``"debiased"``:
         the plug-in squared bias also counts the variance of the difference to the trial-only
         estimate and so stops borrowing early; in 100 replications of the Paper A design
         (linear and nonlinear, bias 0 to 0.5) the de-biased criterion lowered AIB's RMSE by

@@ -44,7 +44,7 @@ def influence_scores(model, X_control, y_control, X_external, y_external, *,
     Parameters
     ----------
     model : fitted influence-ready outcome model
-        Fitted on ``(X_control, y_control)``; see :mod:`causalkit.borrowing.models`.
+        Fitted on ``(X_control, y_control)``; see ``causalkit.borrowing.models``.
     X_control, y_control : arrays of shape (n0, p), (n0,)
         The trial controls.
     X_external, y_external : arrays of shape (nE, p), (nE,)

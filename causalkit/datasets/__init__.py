@@ -1,7 +1,7 @@
 """Real, offline data sets.
 
 ``load_nsw_cps``, ``load_nsw_psid`` and ``load_ihdp`` read files shipped inside the package;
-``load_ann`` (in :mod:`causalkit.datasets.ann`, needs the ``[ann]`` extra) builds vector sets for
+``load_ann`` (in ``causalkit.datasets.ann``, needs the ``[ann]`` extra) builds vector sets for
 the ANN driver.
 """
 

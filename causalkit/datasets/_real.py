@@ -35,7 +35,7 @@ def load_nsw_cps() -> pd.DataFrame:
     16,437 rows: the 445 NSW experimental units of Dehejia & Wahba (1999) (185 treated, 260
     controls; ``trial = 1``) followed by 15,992 CPS-1 comparison units (``trial = 0``,
     ``treat = 0``). The experimental benchmark, the trial difference in mean 1978 earnings, is
-    :data:`NSW_EXPERIMENTAL_BENCHMARK` = $1,794.34.
+    ``causalkit.datasets.NSW_EXPERIMENTAL_BENCHMARK`` = $1,794.34.
 
     Columns: ``age``, ``educ`` (years), ``black``, ``hisp``, ``marr``, ``nodegree`` (0/1),
     ``re74``, ``re75`` (earnings, US$), ``treat``, ``re78`` (outcome, US$), ``trial``.
@@ -52,7 +52,7 @@ def load_nsw_psid() -> pd.DataFrame:
     2,935 rows: the 445 NSW experimental units of Dehejia & Wahba (1999) (185 treated, 260
     controls; ``trial = 1``; the same rows as the NSW part of :func:`load_nsw_cps`) followed by
     the 2,490 PSID-1 comparison units (``trial = 0``, ``treat = 0``). The experimental
-    benchmark is :data:`NSW_EXPERIMENTAL_BENCHMARK` = $1,794.34.
+    benchmark is ``causalkit.datasets.NSW_EXPERIMENTAL_BENCHMARK`` = $1,794.34.
 
     Columns as :func:`load_nsw_cps`. The PSID earnings come in thousands of 1982 dollars in
     the source and are stored in dollars, rounded to cents; ``nodegree`` is ``educ < 12``.
@@ -74,9 +74,9 @@ def load_ihdp(*, standardize: bool = False) -> pd.DataFrame:
     leaving 747 units (139 treated, 608 controls). There is no real outcome column: IHDP is used
     with simulated response surfaces.
 
-    Columns: ``treat`` and the 25 covariates of :data:`IHDP_COVARIATES` (6 continuous: ``bw``,
-    ``b_head``, ``preterm``, ``birth_o``, ``nnhealth``, ``momage``; 19 binary), plus
-    ``site8``, ``momwhite``, ``momblack``, ``momhisp``.
+    Columns: ``treat`` and the 25 covariates of ``causalkit.datasets.IHDP_COVARIATES`` (6
+    continuous: ``bw``, ``b_head``, ``preterm``, ``birth_o``, ``nnhealth``, ``momage``; 19 binary),
+    plus ``site8``, ``momwhite``, ``momblack``, ``momhisp``.
 
     Parameters
     ----------

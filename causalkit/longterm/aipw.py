@@ -79,7 +79,7 @@ class MonotoneAIPW(MonotoneEstimator):
     normalize : bool
         Ratio (Hajek) form of the stage corrections, or the plain sum (default).
     cv : "auto", int, scikit-learn splitter or precomputed folds
-        Cross-fitting folds (see :func:`causalkit.nuisance.make_folds`; an int is stratified on
+        Cross-fitting folds (see ``causalkit.nuisance.make_folds``; an int is stratified on
         treatment and complete-case status); ``cv=1`` fits and evaluates every nuisance on the
         full sample. ``"auto"`` (default): ``1`` when every nuisance model is parametric
         (:func:`~causalkit.longterm._models.is_parametric`: the defaults, linear or logistic

@@ -165,7 +165,7 @@ class BalanceNet(MonotoneEstimator):
       remove none;
     * RMSE: 0.340 (0.022) for BalanceNet, 0.340 for SequentialRegression, 0.363 for SeqMSM
       and 0.382 for the unbalanced net on IHDP; on JOBS 0.311 (0.020), 0.241, 0.256 and 0.268;
-    * against a placebo penalty (:class:`~causalkit.longterm.network_studies.RandomGroupPenalty`:
+    * against a placebo penalty (``causalkit.longterm.network_studies.RandomGroupPenalty``:
       the same penalties and weight choice between random groups of the same sizes): on IHDP
       BalanceNet's gain over the unbalanced net (paired difference of the squared ATE error
       -0.030 (0.022), of sqrt(PEHE) -0.049 (0.015), 1.240 to 1.192) is the placebo's as well

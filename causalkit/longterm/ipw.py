@@ -50,10 +50,10 @@ class SequentialIPW(MonotoneEstimator):
         (``False``, the default). The unnormalised form is unbiased when the weights are right
         but not location-equivariant: its variance grows with ``mean(Y)^2 Var(w)``, so it warns
         (``CausalkitWarning``) when ``|mean(Y)|`` exceeds the outcome's SD among the complete
-        cases (:data:`LOCATION_RATIO`; an outcome around 150 gave -0.91, SE 10.98, against a
-        truth of -5.32, where the Hajek form gave -4.90, SE 0.61). The Hajek form is
-        location-equivariant but has an O(1/n) ratio bias that heavy weights magnify (-0.082
-        +/- 0.027 with true weights at 40% drop-out per stage, n = 1000).
+        cases (``causalkit.longterm.ipw.LOCATION_RATIO``; an outcome around 150 gave -0.91, SE
+        10.98, against a truth of -5.32, where the Hajek form gave -4.90, SE 0.61). The Hajek
+        form is location-equivariant but has an O(1/n) ratio bias that heavy weights magnify
+        (-0.082 +/- 0.027 with true weights at 40% drop-out per stage, n = 1000).
     propensity_clip : (float, float)
         Bounds for the propensity.
     selection_floor : float

@@ -19,7 +19,9 @@ def plot_weights(estimator, ax=None):
 
     Parameters
     ----------
-    estimator : fitted :class:`SequentialIPW` or :class:`MonotoneAIPW`
+    estimator : fitted SequentialIPW or MonotoneAIPW
+        A fitted :class:`~causalkit.longterm.SequentialIPW` or
+        :class:`~causalkit.longterm.MonotoneAIPW`.
     ax : matplotlib Axes, optional
     """
     import matplotlib.pyplot as plt

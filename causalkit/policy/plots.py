@@ -137,7 +137,7 @@ def plot_policy_tree(tree, feature_names, arm_names, *, ax=None, decimals=3):
 
 
 def plot_study_summary(summary):
-    """Figure of a study summary from :mod:`causalkit.policy.studies`.
+    """Figure of a study summary from ``causalkit.policy.studies``.
 
     Value scenarios (rows with a ``spec``): bias with +-2 Monte Carlo SE per estimator and
     scenario, and CI coverage. Learning scenarios: mean target regret (+-2 MC SE) per learner and

@@ -166,7 +166,7 @@ class TargetPolicyValue(CausalEstimator):
         partial non-support that the linear log-odds smooth over. The density ratio is the
         classifier's odds, so use calibrated probabilities.
     cv : int or scikit-learn splitter
-        Cross-fitting folds, built by :func:`causalkit.nuisance.make_folds` on each sample
+        Cross-fitting folds, built by ``causalkit.nuisance.make_folds`` on each sample
         (the source stratified on the arm); both samples are split into the same number of
         folds, so no source or target row is scored by a model that saw it.
     min_propensity : float
@@ -236,8 +236,9 @@ class TargetPolicyValue(CausalEstimator):
         The first fit's fold domain models and odds factors, which define
         :meth:`overlap_region` (they are the ``domain_models_`` unless trimming refitted).
     support_box_, trim_box_ : ndarray of shape (2, p)
-        Per-column source quantiles :data:`SUPPORT_QUANTILES` (the range: support check) and
-        :data:`TRIM_QUANTILES` (the overlap region), before any trimming.
+        Per-column source quantiles ``causalkit.policy.value.SUPPORT_QUANTILES`` (the range:
+        support check) and ``causalkit.policy.value.TRIM_QUANTILES`` (the overlap region), before
+        any trimming.
     n_trimmed_source_, n_trimmed_target_ : int
         Units dropped by ``on_poor_overlap="trim"`` (0 otherwise).
 
@@ -269,11 +270,12 @@ class TargetPolicyValue(CausalEstimator):
     poor overlap (``on_poor_overlap``):
 
     1. *target-side support*: the share of target units with :math:`\\tilde w(X_j) >`
-       :data:`MAX_DENSITY_RATIO` (= 20: the source density there is under 1/20 of the
-       target's) or outside the source's range in some column (:data:`SUPPORT_QUANTILES`)
-       exceeds :data:`MAX_UNSUPPORTED_SHARE` (= 5%);
+       ``causalkit.policy.value.MAX_DENSITY_RATIO`` (= 20: the source density there is under
+       1/20 of the target's) or outside the source's range in some column
+       (``causalkit.policy.value.SUPPORT_QUANTILES``) exceeds
+       ``causalkit.policy.value.MAX_UNSUPPORTED_SHARE`` (= 5%);
     2. *mass*: the mean of :math:`\\tilde w` over the source lies outside
-       :data:`MEAN_WEIGHT_RANGE` (2/3, 3/2); its population value
+       ``causalkit.policy.value.MEAN_WEIGHT_RANGE`` (2/3, 3/2); its population value
        :math:`E_S[w(X)] = P_T(p_S(X) > 0)` is the target share inside the source support
        (one under overlap), so it falls as the target leaves the source;
     3. *effective sample size*: :math:`\\widehat{ESS}/n_S < 0.1`, with
@@ -283,13 +285,13 @@ class TargetPolicyValue(CausalEstimator):
     source support every source weight is near zero and the weights are nearly equal, so their
     ESS is large; the first two checks measure the target mass the source cannot represent and
     grow as the shift grows. The bounds were chosen on the ``"estimation"`` design of
-    :mod:`causalkit.policy.dgps` (mean shifts of 0.5 to 3 SD in :math:`x_1`, seeds 100--119):
+    ``causalkit.policy.dgps`` (mean shifts of 0.5 to 3 SD in :math:`x_1`, seeds 100--119):
     with :math:`n_S = n_T = 2000` no fit was flagged at shifts up to 1 SD and every fit from 1.5 SD
     on (at :math:`n_S = n_T = 500`, 3 of 20 fits at 1 SD were flagged: with few units the
     estimated density ratio is noisier); the overlap-grid tests use other seeds and designs.
     With ``on_poor_overlap="trim"`` the overlap region is :math:`\\{x: \\tilde
     w(x) \\le 20\\} \\cap` the source's per-column 0.1%--99.9% quantile box
-    (:data:`TRIM_QUANTILES`), and the estimand becomes
+    (``causalkit.policy.value.TRIM_QUANTILES``), and the estimand becomes
     :math:`E_T[\\sum_a \\pi(a|X)Y(a) \\mid X \\in R]` (Crump, Hotz, Imbens & Mitnik 2009,
     *Biometrika* 96(1), for trimming to the overlap region as a change of estimand).
 
@@ -578,7 +580,8 @@ class TargetPolicyValue(CausalEstimator):
         return out
 
     def estimand_name(self):
-        """``"target policy value"``, or :data:`TRIMMED_ESTIMAND` after trimming."""
+        """``"target policy value"``, or ``causalkit.policy.value.TRIMMED_ESTIMAND`` after
+        trimming."""
         check_is_fitted(self, "weights_")
         if self.n_trimmed_source_ or self.n_trimmed_target_:
             return TRIMMED_ESTIMAND
@@ -762,9 +765,10 @@ class TargetPolicyValue(CausalEstimator):
     def overlap_region(self, X):
         """Whether each row of ``X`` lies in the overlap region :math:`R` (class Notes).
 
-        :math:`R = \\{x: \\tilde w(x) \\le` :data:`MAX_DENSITY_RATIO` :math:`\\} \\cap` the source's
-        per-column :data:`TRIM_QUANTILES` box (``trim_box_``), with :math:`\\tilde w` the
-        unclipped density ratio of the first (untrimmed) fit, averaged over its fold models. With
+        :math:`R = \\{x: \\tilde w(x) \\le` ``causalkit.policy.value.MAX_DENSITY_RATIO``
+        :math:`\\} \\cap` the source's per-column ``causalkit.policy.value.TRIM_QUANTILES`` box
+        (``trim_box_``), with :math:`\\tilde w` the unclipped density ratio of the first
+        (untrimmed) fit, averaged over its fold models. With
         ``on_poor_overlap="trim"`` the fitted rows are kept by the same rule with their
         out-of-fold ratio; the trimmed estimand is the target value over :math:`R`.
 
@@ -779,7 +783,7 @@ class TargetPolicyValue(CausalEstimator):
     def weight_summary(self):
         """Cheap subset of :meth:`overlap_report`: ESS, ESS fraction, mean and max of the
         unclipped density ratio over the source, and the weak-overlap flag (ESS below
-        :data:`MIN_ESS_FRACTION` of the source)."""
+        ``causalkit.policy.value.MIN_ESS_FRACTION`` of the source)."""
         check_is_fitted(self, "weights_")
         w = self.raw_weights_
         ess = _ess(w)

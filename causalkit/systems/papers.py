@@ -57,11 +57,11 @@ def paper_comparison(driver: str, results=None) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Columns :data:`COLUMNS`: the claim, the paper's number as quoted (text) and its ``tag``,
-        ``ours`` (float, read from the committed files) and ``ours_text`` (formatted), the
-        ``setting`` of our number, the ``baseline`` it is measured against, whether that is the
-        ``strongest_baseline`` a practitioner would use, the ``evidence`` kind (real, emulated
-        or simulated) and a ``note`` on why the numbers differ.
+        Columns ``causalkit.systems.papers.COLUMNS``: the claim, the paper's number as quoted
+        (text) and its ``tag``, ``ours`` (float, read from the committed files) and ``ours_text``
+        (formatted), the ``setting`` of our number, the ``baseline`` it is measured against,
+        whether that is the ``strongest_baseline`` a practitioner would use, the ``evidence``
+        kind (real, emulated or simulated) and a ``note`` on why the numbers differ.
     """
     folder = results_dir(driver, results)
     rows = _BUILDERS[driver](folder)

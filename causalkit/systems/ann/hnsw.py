@@ -165,7 +165,7 @@ class HNSWWorkflow:
     Parameters
     ----------
     objects : dict, optional
-        Object name -> object instance, overriding :data:`DEFAULT_OBJECTS`.
+        Object name -> object instance, overriding ``causalkit.systems.ann.hnsw.DEFAULT_OBJECTS``.
     **overrides
         Shortcuts: ``m``, ``ef_construction``, ``ef``, ``storage``, ``k_factor``, ``level_mult``.
     """

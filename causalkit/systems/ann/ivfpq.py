@@ -192,7 +192,7 @@ class IVFPQWorkflow:
     nlist : int, optional
         Number of inverted lists; ``None`` uses ``round(sqrt(n))`` at build time.
     objects : dict, optional
-        Object name -> object instance, overriding :data:`DEFAULT_OBJECTS`.
+        Object name -> object instance, overriding ``causalkit.systems.ann.ivfpq.DEFAULT_OBJECTS``.
     **overrides
         Shortcuts: ``nprobe``, ``pq_m``, ``pq_nbits``, ``kmeans_niter``, ``rotation`` (a kind),
         ``by_residual``, ``k_factor``.

@@ -5,7 +5,8 @@ trained with tensor, pipeline (1F1B) and data parallelism and a ZeRO-1 sharded A
 (shadow world built in the background, joining workers warmed up against mock groups, state
 streamed through a bounded staging buffer along an intersection plan, checksummed, committed at a
 step boundary); the checkpoint/restart baseline (torch.distributed.checkpoint + torchrun).
-Simulated part (labelled as such): :mod:`.simmodel`, a SimPy model for GPU-scale extrapolation.
+Simulated part (labelled as such): ``causalkit.systems.elastic.simmodel``, a SimPy model for
+GPU-scale extrapolation.
 
 Reference: Liu et al., "Fine-Grained Elasticity via Live Reconfiguration for Model Training",
 arXiv 2605.22014 (2026).

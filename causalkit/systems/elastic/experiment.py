@@ -65,8 +65,8 @@ class ElasticExperiment:
     Parameters
     ----------
     schedule : sequence
-        Initial layout followed by the targets of the resize events (see :func:`parse_schedule`),
-        e.g. ``[2, 3, 4, 2]`` workers.
+        Initial layout followed by the targets of the resize events (see
+        ``causalkit.systems.elastic.experiment.parse_schedule``), e.g. ``[2, 3, 4, 2]`` workers.
     steps : int
         Optimizer steps per run; resize notices are spread evenly (event ``i`` of ``n`` is
         requested once step ``(i + 1) * steps / (n + 1)`` has completed). If preparation is slow

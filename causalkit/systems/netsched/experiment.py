@@ -29,7 +29,7 @@ class ClusterExperiment:
         Cluster shape (see :class:`.LeafSpine`); ``ocs-vclos`` runs on the same cluster with an
         OCS layer.
     schedulers : sequence of str
-        Names from :data:`.schedulers.SCHEDULERS`.
+        Names from ``causalkit.systems.netsched.SCHEDULERS``.
     loads : sequence of float
         Offered GPU loads of the synthetic traces.
     trace_jobs : int
@@ -39,7 +39,7 @@ class ClusterExperiment:
     seed : int
     link_gbps : float
     trace_kwargs : dict, optional
-        Extra arguments of :func:`.traces.synthetic_trace`.
+        Extra arguments of :func:`~causalkit.systems.netsched.synthetic_trace`.
     jobs : DataFrame, optional
         A fixed trace (e.g. from a loader) used instead of synthetic ones; ``loads`` is then
         ignored and a single load label ``nan`` is reported.

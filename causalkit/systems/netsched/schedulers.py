@@ -173,7 +173,7 @@ class VClos:
     Parameters
     ----------
     solver : {"auto", "milp", "enumerate", "brute"}
-        Solver of the allocation program (:func:`.allocation.solve_vclos`).
+        Solver of the allocation program (:func:`~causalkit.systems.netsched.solve_vclos`).
     time_limit : float
         Seconds per ``milp`` call.
     """

@@ -114,7 +114,8 @@ def job_load(cluster, placement, pattern, routing):
 
 @dataclass
 class Result:
-    """Outcome of :func:`simulate` (a simulated cluster; ``simulated`` is always True).
+    """Outcome of :func:`~causalkit.systems.netsched.simulate_cluster` (a simulated cluster;
+    ``simulated`` is always True).
 
     Attributes
     ----------
@@ -127,7 +128,7 @@ class Result:
     timeline : pandas.DataFrame
         ``time, busy_gpus, queued`` after every event.
     placements : dict
-        job_id -> :class:`.schedulers.Placement`.
+        job_id -> ``causalkit.systems.netsched.schedulers.Placement``.
     """
 
     cluster: LeafSpine
@@ -287,7 +288,8 @@ def simulate_cluster(cluster: LeafSpine, jobs, scheduler="vclos", seed: int = 0,
     jobs : DataFrame or iterable of dict
         See :func:`check_jobs`.
     scheduler : str or scheduler object
-        ``"ecmp"``, ``"bestfit"``, ``"vclos"``, ``"ocs-vclos"`` (see :mod:`.schedulers`).
+        ``"ecmp"``, ``"bestfit"``, ``"vclos"``, ``"ocs-vclos"`` (see
+        ``causalkit.systems.netsched.schedulers``).
     seed : int
         ECMP hash seed.
     backfill : bool

@@ -1,7 +1,8 @@
 """Job traces: a synthetic generator and loaders for user-supplied public trace files.
 
-Every function returns the job table :func:`.sim.simulate` reads: ``job_id, arrival`` (s since
-the first submission), ``n_gpus``, ``duration`` (s), ``comm_fraction``, ``pattern``, ``model``.
+Every function returns the job table :func:`~causalkit.systems.netsched.simulate_cluster`
+reads: ``job_id, arrival`` (s since the first submission), ``n_gpus``, ``duration`` (s),
+``comm_fraction``, ``pattern``, ``model``.
 
 Synthetic defaults (documented assumptions, not measurements):
 
@@ -92,11 +93,11 @@ def synthetic_trace(n_jobs: int, cluster, load: float = 0.8, *, size_mix=None,
     load : float
         Offered load ``lambda * E[n_gpus * duration] / N_gpus`` (> 0; above 1 the queue grows).
     size_mix : dict, optional
-        GPU count -> probability (default :data:`DEFAULT_SIZE_MIX`).
+        GPU count -> probability (default ``causalkit.systems.netsched.traces.DEFAULT_SIZE_MIX``).
     duration_median, duration_sigma : float
         Log-normal durations: ``log D ~ N(log median, sigma^2)``.
     models : dict, optional
-        See :data:`DEFAULT_MODELS`.
+        See ``causalkit.systems.netsched.traces.DEFAULT_MODELS``.
     random_state : int or Generator, optional
     """
     n_jobs = check_positive_int(n_jobs, "n_jobs")

@@ -1,17 +1,17 @@
 """SHIFT: cross-NIC RDMA failover, its trilemma, and NCCL-style workloads that survive NIC faults.
 
 **Emulated.** This machine has no RDMA NIC (and no soft-RoCE), so the verbs layer is a software
-emulation (:mod:`~causalkit.systems.rdma.verbs`, ``EMULATED = True``) over pluggable packet paths
-(:mod:`~causalkit.systems.rdma.paths`: in-process queues, UDP loopback, shared memory), with fault
+emulation (``causalkit.systems.rdma.verbs``, ``EMULATED = True``) over pluggable packet paths
+(``causalkit.systems.rdma.paths``: in-process queues, UDP loopback, shared memory), with fault
 hooks. On top of it:
 
-- :class:`ShiftQP` (:mod:`~causalkit.systems.rdma.shift`): a QP with a backup QP on another NIC;
+- :class:`ShiftQP` (``causalkit.systems.rdma.shift``): a QP with a backup QP on another NIC;
   safety check, completion drain, WR replay with remapped keys, receive-counter handshake,
   probe/fence switch-back;
-- :func:`check_trilemma` (:mod:`~causalkit.systems.rdma.trilemma`): explicit-state model checker
+- :func:`check_trilemma` (``causalkit.systems.rdma.trilemma``): explicit-state model checker
   for (exactly-once, receiver-NIC opacity, zero-copy) x failover policies;
-- :class:`FailoverExperiment` (:mod:`~causalkit.systems.rdma.experiment`) and
-  :class:`FailoverTrainingExperiment` (:mod:`~causalkit.systems.rdma.training`): workloads
+- :class:`FailoverExperiment` (``causalkit.systems.rdma.experiment``) and
+  :class:`FailoverTrainingExperiment` (``causalkit.systems.rdma.training``): workloads
   under faults;
 - :func:`measure_datapath_overhead`: per post/poll cost with vs without SHIFT.
 

@@ -32,7 +32,8 @@ FAULTS = {
 
 def inject_fault(cluster, fault: str, host: int, *, flap_s: float = 0.2, drop_p: float = 0.05,
                  delay_s: float = 0.002) -> None:
-    """Apply ``fault`` (a key of :data:`FAULTS`) to NIC 0 of ``host`` in ``cluster``."""
+    """Apply ``fault`` (a key of ``causalkit.systems.rdma.FAULTS``) to NIC 0 of ``host`` in
+    ``cluster``."""
     if fault not in FAULTS:
         raise ValueError(f"fault must be one of {sorted(FAULTS)}; got {fault!r}")
     paths = cluster.nic_paths(host, 0)
@@ -59,7 +60,7 @@ class FailoverExperiment:
     workload : {"allreduce", "p2p"}
         Ring all-reduce over ``n_hosts`` ranks, or a Simple-protocol stream host 0 -> host 1.
     fault : str
-        A key of :data:`FAULTS`.
+        A key of ``causalkit.systems.rdma.FAULTS``.
     transport : {"inprocess", "udp", "shm"}
         Path type between the emulated NICs.
     shift : bool or tuple of bool
@@ -73,7 +74,7 @@ class FailoverExperiment:
     fault_host : int
         Host whose NIC 0 fails (for p2p: 0 = sender side, 1 = receiver side).
     flap_s, drop_p, delay_s : float
-        Fault parameters (see :data:`FAULTS`).
+        Fault parameters (see ``causalkit.systems.rdma.FAULTS``).
     reps : int
         Repetitions per configuration.
     sample_interval : float
@@ -142,8 +143,8 @@ class FailoverExperiment:
             fault-free reference), ``ops_done``, ``elapsed_s``, ``throughput_MBps``,
             ``op_time_s`` (median time per operation before the fault), ``downtime_s``,
             ``max_gap_s``, ``failovers``, ``switch_backs``, ``errors_surfaced``, ``trimmed``,
-            ``replayed``, ``emulated``. The throughput time series is in :attr:`timeseries_`,
-            the SHIFT events in :attr:`events_`.
+            ``replayed``, ``emulated``. The throughput time series is in ``timeseries_``,
+            the SHIFT events in ``events_``.
         """
         from causalkit.simulation import run_experiment
 

@@ -213,7 +213,7 @@ class SharedMemoryPath(NicPath):
     capacity : int
         Bytes per ring.
     name : str or None
-        Shared-memory block name; ``None`` creates a fresh one (see :attr:`name`).
+        Shared-memory block name; ``None`` creates a fresh one (see ``name``).
     create : bool
         Create the block (owner) or attach to an existing one.
     """

@@ -168,7 +168,8 @@ class ShiftEndpoint:
     Parameters
     ----------
     default, backup : Device
-        Two emulated NICs of this host, in the same threaded :class:`~.verbs.Fabric`.
+        Two emulated NICs of this host, in the same threaded
+        ``causalkit.systems.rdma.verbs.Fabric``.
     kv : KVStore
         Out-of-band store shared with the peers.
     probe_interval : float
@@ -243,7 +244,8 @@ class ShiftEndpoint:
 
 
 class ShiftQP:
-    """A QP with the :class:`~.verbs.QueuePair` API that survives the loss of its NIC.
+    """A QP with the ``causalkit.systems.rdma.verbs.QueuePair`` API that survives the loss of its
+    NIC.
 
     Attributes
     ----------

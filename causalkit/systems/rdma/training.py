@@ -44,7 +44,8 @@ class FailoverTrainingExperiment:
     ckpt_every : int
         Checkpoint period (iterations).
     fault_at : int
-        Iteration at which NIC 0 of host 1 fails (``fault`` type, see :data:`~.experiment.FAULTS`).
+        Iteration at which NIC 0 of host 1 fails (``fault`` type, see
+        ``causalkit.systems.rdma.FAULTS``).
     n_hosts, n_params, rows_per_rank : int
         Ranks, model size (float64 parameters all-reduced each step), samples per rank.
     lr : float
@@ -78,7 +79,7 @@ class FailoverTrainingExperiment:
         return X, y
 
     def run(self) -> pd.DataFrame:
-        """Run every mode; returns one row per mode, progress curves in :attr:`progress_`.
+        """Run every mode; returns one row per mode, progress curves in ``progress_``.
 
         Row columns: ``mode``, ``wall_s``, ``iterations``, ``executed`` (iterations computed,
         recomputation included), ``median_iter_s``, ``normalized_s`` (``executed *

@@ -300,7 +300,8 @@ def _bfs(model: _Model, starts, decide, max_states: int):
 
 
 def check_policy(trace, policy, *, eo: bool, rno: bool, zc: bool, max_states: int = 10 ** 6):
-    """Check one policy (a name of :data:`POLICIES` or a function) on one trace and combination.
+    """Check one policy (a name of ``causalkit.systems.rdma.trilemma.POLICIES`` or a function) on
+    one trace and combination.
 
     Returns a dict: ``holds``, ``violations``, ``counterexample`` (list of step labels, empty when
     it holds), ``states``, ``errors_surfaced`` (states visited in which an error was surfaced).
@@ -417,7 +418,8 @@ class TrilemmaReport:
 
 
 def check_trilemma(traces=None, *, max_states: int = 10 ** 6) -> TrilemmaReport:
-    """Model-check every combination of (EO, RNO, ZC) on ``traces`` (default :data:`TRACES`).
+    """Model-check every combination of (EO, RNO, ZC) on ``traces`` (default
+    ``causalkit.systems.rdma.TRACES``).
 
     Parameters
     ----------

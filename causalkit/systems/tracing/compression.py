@@ -147,9 +147,10 @@ class ClusterStats:
     """One duration mode of a kernel: its sample count and a quantile sketch.
 
     ``log_q`` holds ln of the cluster's quantiles (numpy's linear-interpolation convention, on
-    the durations) at ``levels`` (:func:`_knot_levels`): the fixed :data:`LEVELS` (33 levels
-    from min to max, denser in both tails) plus the positions of the kernel's own levels inside
-    the cluster, or every order statistic of a cluster with at most ``len(LEVELS)`` samples.
+    the durations) at ``levels`` (``_knot_levels``): the fixed
+    ``causalkit.systems.tracing.compression.LEVELS`` (33 levels from min to max, denser in both
+    tails) plus the positions of the kernel's own levels inside the cluster, or every order
+    statistic of a cluster with at most ``len(LEVELS)`` samples.
     On the wire the min and max are float32 and the inner values uint16 fractions of
     [min, max] in log space (at most ``(ln max - ln min) / 131070`` off), 12 + 2 (k - 2) bytes
     for k levels.
@@ -222,7 +223,7 @@ class KernelSummary:
     def to_bytes(self) -> bytes:
         """Binary wire format: header, groups, CRC-32. A group is its header, name, stream,
         the (count, ln min, ln max) of each cluster, then each cluster's uint16 inner knots (as
-        many as :func:`_knot_levels` gives for the counts, less the two ends)."""
+        many as ``_knot_levels`` gives for the counts, less the two ends)."""
         parts = [_HEADER.pack(_MAGIC, self.window_id, self.step, self.raw_bytes, len(self.groups))]
         for g in self.groups:
             name, stream = g.kernel.encode(), g.stream.encode()
@@ -405,12 +406,12 @@ def compress(events, *, window_id: int = 0, raw_bytes: int | None = None,
     Parameters
     ----------
     events : sequence of KernelEvent or DataFrame
-        The window's events (see :func:`events_frame`).
+        The window's events (see ``causalkit.systems.tracing.compression.events_frame``).
     window_id : int
         Identifier stored in the summary.
     raw_bytes : int, optional
         Size of the raw trace the summary replaces; by default the size of the events encoded as
-        Chrome-trace JSON (:func:`causalkit.systems.tracing.tracefile.encoded_size`).
+        Chrome-trace JSON (``causalkit.systems.tracing.tracefile.encoded_size``).
     **cluster_kwargs
         Passed to :func:`cluster_durations`.
 

@@ -73,7 +73,7 @@ class TrainingExperiment:
     world_size : int
         Rank processes, 2-4 (``link_degradation`` needs 4: two expert groups of two).
     fault : str or None
-        One of :data:`FAULTS`.
+        One of ``causalkit.systems.tracing.FAULTS``.
     steps : int
         Training steps per repetition.
     repetitions : int
@@ -93,7 +93,7 @@ class TrainingExperiment:
     link_delay_ms : float
         Least extra time per ``alltoall`` on an emulated degraded link: each is held for
         ``max(link_delay_ms, (severity - 1) * m)``, ``m`` the rank's median ``alltoall`` time
-        before the fault (see :mod:`~causalkit.systems.tracing.workload`).
+        before the fault (see ``causalkit.systems.tracing.workload``).
     link_mode : {"emulated", "tbf", "auto"}
         How ``link_degradation`` is injected: held collectives (``"emulated"``), a real veth
         link into a network namespace shaped with tbf (``"tbf"``; needs root, ``ip`` and
@@ -120,7 +120,7 @@ class TrainingExperiment:
     layers, d_model, hidden, batch, seq : int
         Workload size.
     start_method : {"fork", "spawn"}
-        How rank processes start (see :meth:`_launch`).
+        How rank processes start (see ``_launch``).
     seed : int
 
     Examples
@@ -207,7 +207,7 @@ class TrainingExperiment:
 
     def resolved_link_mode(self) -> str:
         """``"tbf"`` or ``"emulated"``: how this experiment's link fault is injected (``"none"``
-        for other faults). ``"auto"`` checks :func:`~causalkit.systems.tracing.netns.link_support`
+        for other faults). ``"auto"`` checks ``causalkit.systems.tracing.netns.link_support``
         and warns when it falls back to the emulation."""
         if self.fault != "link_degradation":
             return "none"

@@ -79,7 +79,7 @@ class SyntheticCluster:
     ep_size : int
         Expert-group size.
     kernels : dict, optional
-        Kernel modes (see :data:`DEFAULT_KERNELS`).
+        Kernel modes (see ``causalkit.systems.tracing.synthetic.DEFAULT_KERNELS``).
     noise : float
         Log-sd of the phase durations.
     seed : int or Generator
@@ -235,7 +235,7 @@ def cupti_scale_window(n_events: int = 100_000, kernels=None, seed=0) -> dict:
     Event counts are split over the kernels in proportion to their per-step counts; the raw
     size is the Chrome-trace JSON of the events. Returns raw bytes, summary bytes, ratio,
     clusters and the largest relative p50 / p99 round-trip errors over the kernels
-    (:func:`~causalkit.systems.tracing.compression.round_trip_errors`).
+    (:func:`~causalkit.systems.tracing.round_trip_errors`).
     """
     rng = check_random_state(seed)
     kernels = dict(DEFAULT_KERNELS if kernels is None else kernels)
