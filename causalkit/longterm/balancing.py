@@ -52,8 +52,21 @@ class BalancingLogit(ClassifierMixin, BaseEstimator):
     :class:`~causalkit.longterm.SequentialTMLE` or :class:`~causalkit.longterm.SequentialIPW`,
     it is cloned and fitted once per stage on the units at risk with the observed history
     ``H_t`` as features, giving stage-wise balancing (calibration) weights. It is parametric
-    (``MonotoneAIPW(cv="auto")`` fits it in sample). It is not the default selection model: see
-    the study longterm-weights.
+    (``MonotoneAIPW(cv="auto")`` fits it in sample).
+
+    It is not the default selection model. The study ``causalkit simulate longterm-weights``
+    (results in ``simulations/results/longterm-weights``; 200 replications per design, draws
+    not used by the other studies) compared it with the default maximum-likelihood fit:
+
+    * linear design, 40% drop-out per stage: MonotoneAIPW's SD was 1.22 times
+      SequentialRegression's with balancing weights against 1.46 with the default, but its
+      standard error was 1.67 times its SD (coverage 0.98): the calibration loss is linear in
+      the score of the non-responders, so they get very small fitted probabilities, which the
+      substitution variance averages over (the weighted units themselves are unaffected);
+    * with a wrong outcome chain, where only the weights protect the AIPW, it was biased by
+      -0.16 (4.1 Monte Carlo SE) against -0.07 (1.2) with the default weights;
+    * IHDP at 30% drop-out per stage: in 17 of 200 draws some stage had no exact balance (the
+      non-responders' mean history outside the responders' convex hull), where the fit raises.
 
     Parameters
     ----------
