@@ -226,3 +226,32 @@ def test_unknown_variance_is_named(cls, dropout):
     with pytest.raises(ValueError, match="variance must be one of"):
         cls(variance="sandwich").fit(dropout["X"], dropout["outcome"], dropout["treatment"],
                                      short=dropout["short"])
+
+
+@pytest.mark.parametrize("cls", [MonotoneAIPW, SequentialTMLE])
+def test_weight_cap_is_applied_counted_and_reported(cls):
+    """The cap binds on exactly the responders whose uncapped cumulative weight exceeds it,
+    is reported per stage with a ClippingWarning, and an infinite cap changes nothing."""
+    s = LinearGaussianDesign(dropout=(0.4, 0.4, 0.4), xi=1.0).sample(
+        np.random.default_rng(17), n=600)
+    args = (s["X"], s["outcome"], s["treatment"])
+    plain = MonotoneAIPW().fit(*args, short=s["short"])
+    cap = float(np.nanquantile(plain.weights_[:, -1], 0.9))
+    expected = np.sum(np.nan_to_num(plain.weights_) > cap, axis=0)
+    assert expected[-1] > 0
+    with pytest.warns(ClippingWarning, match="capped at"):
+        capped = cls(weight_cap=cap).fit(*args, short=s["short"])
+    np.testing.assert_array_equal(capped.n_capped_, expected)
+    default = cls().fit(*args, short=s["short"])
+    assert not default.n_capped_.any()
+    assert cls(weight_cap=np.inf).fit(*args, short=s["short"]).ate_ == default.ate_
+    if cls is MonotoneAIPW:
+        assert np.nanmax(capped.weights_) <= cap
+
+
+@pytest.mark.parametrize("cls", [MonotoneAIPW, SequentialTMLE])
+@pytest.mark.parametrize("cap", [0, -1.0, "big"])
+def test_bad_weight_cap_is_named(cls, cap):
+    s = LinearGaussianDesign(dropout=(0.2, 0.2)).sample(np.random.default_rng(0), n=200)
+    with pytest.raises(ValueError, match="weight_cap"):
+        cls(weight_cap=cap).fit(s["X"], s["outcome"], s["treatment"], short=s["short"])

@@ -23,15 +23,18 @@ Rotnitzky 2007, *Statist. Sci.* 22(4), sec. 4; Kang & Schafer 2007).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from causalkit.exceptions import ClippingWarning
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import cumulative_scores
 from causalkit.longterm._sandwich import hc2_residual
 from causalkit.nuisance import fit_clone
 
-__all__ = ["inverse_weights", "aipw_components", "combine_aipw", "substitution_variance",
-           "check_variance", "VARIANCES"]
+__all__ = ["inverse_weights", "count_capped", "warn_capped", "aipw_components", "combine_aipw",
+           "substitution_variance", "check_variance", "check_weight_cap", "VARIANCES"]
 
 #: Estimators of the variance of the efficient influence function (see
 #: :func:`substitution_variance`).
@@ -46,6 +49,35 @@ def inverse_weights(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     e_own = np.where(data.a == 1, e1, 1.0 - e1)
     r = cumulative_scores(lam)
     return np.where(data.R == 1, np.minimum(1.0 / (e_own[:, None] * r), cap), np.nan)
+
+
+def check_weight_cap(cap) -> float:
+    """``cap`` as a float, which must be positive (``numpy.inf``: no cap)."""
+    try:
+        value = float(cap)
+    except (TypeError, ValueError):
+        raise ValueError(f"weight_cap must be a positive number; got {cap!r}") from None
+    if not value > 0:
+        raise ValueError(f"weight_cap must be positive; got {cap!r}")
+    return value
+
+
+def count_capped(weights: np.ndarray, cap: float, label: str | None = None) -> np.ndarray:
+    """Per stage, the responders whose uncapped cumulative weight (``weights``, (n, T), from
+    :func:`inverse_weights`; NaN for non-responders) exceeds ``cap``; with a ``label``, a
+    ``ClippingWarning`` names the estimator when any does."""
+    with np.errstate(invalid="ignore"):
+        counts = np.sum(weights > cap, axis=0)
+    if label is not None:
+        warn_capped(label, counts, cap)
+    return counts
+
+
+def warn_capped(label: str, counts: np.ndarray, cap: float) -> None:
+    """``ClippingWarning`` when any cumulative weight was capped (``counts`` per stage)."""
+    if counts.any():
+        warnings.warn(f"{label}: {int(counts.sum())} cumulative weight(s) capped at {cap:g} "
+                      f"(per stage: {counts.tolist()})", ClippingWarning, stacklevel=5)
 
 
 def aipw_components(data: MonotoneData, e1: np.ndarray, lam: np.ndarray, chain,

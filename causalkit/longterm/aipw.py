@@ -20,8 +20,12 @@ from causalkit.longterm._sandwich import chain_leverage, least_squares_kind
 from causalkit.longterm._scores import (
     aipw_components,
     check_variance,
+    check_weight_cap,
     combine_aipw,
+    count_capped,
+    inverse_weights,
     substitution_variance,
+    warn_capped,
 )
 from causalkit.nuisance import fit_clone, make_folds
 
@@ -101,6 +105,12 @@ class MonotoneAIPW(MonotoneEstimator):
         correction had covered 0.83 at 15% on the study's seeds). The coverage on the
         studies' own seeds is in ``simulations/results/longterm-linear`` and
         ``longterm-ihdp``.
+    weight_cap : float
+        Cap on the cumulative weight ``1 / (e_A(X) r_t(H_t))`` (reported as ``n_capped_``, with
+        a ``ClippingWarning`` when it binds); default none, as in
+        :class:`~causalkit.longterm.SequentialTMLE`, whose docstring gives the trade-off: a cap
+        lowers the variance but biases the estimate when the outcome chain is wrong. The
+        substitution variance uses the uncapped weights.
     propensity_clip, selection_floor, cate_model, ess_warning
         As in :class:`SequentialIPW`.
     random_state : None, int or SeedSequence
@@ -111,7 +121,7 @@ class MonotoneAIPW(MonotoneEstimator):
     ----------
     ate_, mu_, influence_ (``phi_1 - phi_0``), scores_ ((n, 2) uncentred ``phi_0, phi_1``),
     weights_ (out-of-fold ``1 / (e_A r_t)``), variance_ (the substitution variance, or None),
-    ess_, n_clipped_, folds_ (the ``(train, test)``
+    ess_, n_clipped_, n_capped_ (weights capped, per stage), folds_ (the ``(train, test)``
     index pairs), fold_models_ (per fold a dict of the fitted ``"propensity"`` model, the
     ``"selection"`` models per stage and the ``"outcome"`` chain).
     """
@@ -123,8 +133,8 @@ class MonotoneAIPW(MonotoneEstimator):
 
     def __init__(self, outcome_model=None, propensity_model=None, selection_model=None,
                  mode="impute_missing", normalize=False, cv="auto", propensity_clip=(0.01, 0.99),
-                 selection_floor=0.01, cate_model=None, ess_warning=0.1, variance="substitution",
-                 random_state=None):
+                 selection_floor=0.01, weight_cap=np.inf, cate_model=None, ess_warning=0.1,
+                 variance="substitution", random_state=None):
         self.outcome_model = outcome_model
         self.propensity_model = propensity_model
         self.selection_model = selection_model
@@ -133,6 +143,7 @@ class MonotoneAIPW(MonotoneEstimator):
         self.cv = cv
         self.propensity_clip = propensity_clip
         self.selection_floor = selection_floor
+        self.weight_cap = weight_cap
         self.cate_model = cate_model
         self.ess_warning = ess_warning
         self.variance = variance
@@ -160,11 +171,13 @@ class MonotoneAIPW(MonotoneEstimator):
     def _fit(self, data: MonotoneData):
         mode = check_mode(self.mode)
         check_variance(self.variance)
+        cap = check_weight_cap(self.weight_cap)
         m_first = np.empty((data.n, 2))
         e_all, lam_all = np.empty(data.n), np.empty(data.R.shape)
         W = np.empty((data.n, data.n_stages, 2))
         D = np.empty_like(W)
         clipped = np.zeros(data.n_stages, dtype=int)
+        capped = np.zeros(data.n_stages, dtype=int)
         self.folds_ = self._folds(data)
         self.fold_models_ = []
         outcome_seed = self.seed_for("outcome")
@@ -174,7 +187,9 @@ class MonotoneAIPW(MonotoneEstimator):
             chain = OutcomeChain(self.outcome_model, mode,
                                  random_state=child_seed(outcome_seed, j)).fit(train)
             e1, lam, n_clip = self._predict_probabilities(models, test)
-            m_first[test_idx], W[test_idx], D[test_idx] = aipw_components(test, e1, lam, chain)
+            capped += count_capped(inverse_weights(test, e1, lam), cap)
+            m_first[test_idx], W[test_idx], D[test_idx] = aipw_components(test, e1, lam, chain,
+                                                                          cap)
             e_all[test_idx], lam_all[test_idx] = e1, lam
             clipped += n_clip
             self.fold_models_.append({"propensity": models[0].model,
@@ -185,6 +200,8 @@ class MonotoneAIPW(MonotoneEstimator):
         self.influence_ = scores[:, 1] - scores[:, 0]
         weights = np.where(data.R == 1, W.sum(axis=2), np.nan)
         self.scores_, self.weights_, self.n_clipped_ = scores, weights, clipped
+        self.n_capped_ = capped
+        warn_capped(self._label, capped, cap)
         # in-sample least-squares residuals are shrunk by the leverage (cross-fitted ones are not)
         leverage = (chain_leverage(data, chain) if len(self.folds_) == 1
                     and least_squares_kind(self.outcome_model) else None)

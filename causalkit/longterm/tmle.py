@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-from causalkit.exceptions import ClippingWarning
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import OutcomeChain
@@ -14,7 +11,9 @@ from causalkit.longterm._sandwich import chain_leverage, least_squares_kind
 from causalkit.longterm._scores import (
     aipw_components,
     check_variance,
+    check_weight_cap,
     combine_aipw,
+    count_capped,
     inverse_weights,
     substitution_variance,
 )
@@ -120,17 +119,12 @@ class SequentialTMLE(MonotoneEstimator):
         self.random_state = random_state
 
     def _fit(self, data: MonotoneData):
-        if not float(self.weight_cap) > 0:
-            raise ValueError(f"weight_cap must be positive; got {self.weight_cap!r}")
+        cap = check_weight_cap(self.weight_cap)
         check_variance(self.variance)
         e1, lam, self.n_clipped_ = self._nuisance_probabilities(data)
         raw = inverse_weights(data, e1, lam)
-        self.n_capped_ = np.sum(raw > self.weight_cap, axis=0)
-        if self.n_capped_.any():
-            warnings.warn(f"{self._label}: {int(self.n_capped_.sum())} cumulative weight(s) "
-                          f"capped at {self.weight_cap:g} (per stage: {self.n_capped_.tolist()})",
-                          ClippingWarning, stacklevel=4)
-        W = np.nan_to_num(np.minimum(raw, self.weight_cap))
+        self.n_capped_ = count_capped(raw, cap, label=self._label)
+        W = np.nan_to_num(np.minimum(raw, cap))
         eps = np.zeros((data.n_stages, 2))
 
         def target(k, rows, y, labeled, stage):
