@@ -67,6 +67,15 @@ class SequentialTMLE(MonotoneEstimator):
     0.99, at 20% drop-out per stage, seeds 840000-840149; 0.90, SE/SD 0.83, at 40%, seeds
     830000-830149).
 
+    With least-squares stage regressions (with an intercept, as the default OLS) the linear
+    fluctuation shifts each stage by the weighted mean residual, which is the ratio (Hajek)
+    correction, so the estimate equals ``MonotoneAIPW(normalize=True)``'s; with a constant
+    outcome chain it equals ``SequentialIPW(normalize=True)``'s and with constant weights
+    :class:`~causalkit.longterm.SequentialRegression`'s (identities to rounding, visible in the
+    rows of ``causalkit simulate longterm-linear``). It therefore shares the normalised form's
+    smaller spread under heavy weights and the Hajek form's finite-sample bias when the chain is
+    wrong.
+
     All nuisance models are fitted on the whole sample, which the default parametric models
     (OLS per stage and arm, logistic regression) allow; for flexible learners use the
     cross-fitted :class:`MonotoneAIPW`.
