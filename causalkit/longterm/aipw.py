@@ -47,12 +47,11 @@ class MonotoneAIPW(MonotoneEstimator):
     nuisance models (the default) every nuisance is fitted on the whole sample; with flexible
     learners every nuisance (propensity, continuation probabilities, the whole outcome chain)
     is fitted on the other ``cv - 1`` folds of each unit (Chernozhukov et al. 2018; see
-    ``cv``). The estimator is consistent if, at every stage, either the outcome chain from that stage on or the
-    propensity and continuation models up to it are correct (Robins, Rotnitzky & Zhao 1995;
-    Tsiatis 2006, ch. 10; Luedtke et al. 2017, arXiv:1705.02459). ``effect`` is the
-    DR-learner: ``cate_model`` regresses
-    ``phi_1 - phi_0`` on ``X`` (Kennedy 2023, *EJS* 17(2)). With ``T = 1`` it is the usual AIPW
-    for a missing-at-random outcome.
+    ``cv``). The estimator is consistent if, at every stage, either the outcome chain from
+    that stage on or the propensity and continuation models up to it are correct (Robins,
+    Rotnitzky & Zhao 1995; Tsiatis 2006, ch. 10; Luedtke et al. 2017, arXiv:1705.02459).
+    ``effect`` is the DR-learner: ``cate_model`` regresses ``phi_1 - phi_0`` on ``X`` (Kennedy
+    2023, *EJS* 17(2)). With ``T = 1`` it is the usual AIPW for a missing-at-random outcome.
 
     With ``normalize=True`` each stage's weighted residual mean is taken in its ratio (Hajek)
     form, ``sum_i W_it D_it / sum_i W_it`` (see :mod:`causalkit.longterm._scores`), pooled over
