@@ -62,15 +62,11 @@ def check_weight_cap(cap) -> float:
     return value
 
 
-def count_capped(weights: np.ndarray, cap: float, label: str | None = None) -> np.ndarray:
+def count_capped(weights: np.ndarray, cap: float) -> np.ndarray:
     """Per stage, the responders whose uncapped cumulative weight (``weights``, (n, T), from
-    :func:`inverse_weights`; NaN for non-responders) exceeds ``cap``; with a ``label``, a
-    ``ClippingWarning`` names the estimator when any does."""
+    :func:`inverse_weights`; NaN for non-responders) exceeds ``cap``."""
     with np.errstate(invalid="ignore"):
-        counts = np.sum(weights > cap, axis=0)
-    if label is not None:
-        warn_capped(label, counts, cap)
-    return counts
+        return np.sum(weights > cap, axis=0)
 
 
 def warn_capped(label: str, counts: np.ndarray, cap: float) -> None:

@@ -199,10 +199,10 @@ def _jobs_covariates(min_propensity: float = 0.02):
 
 # -- runner -----------------------------------------------------------------------------------
 def _path(out, tag):
+    """The results store of setting ``tag`` beside ``out`` (with ``out``'s suffix)."""
     if out is None:
         return None
-    out = Path(out)
-    return out.with_name(f"{out.stem}_{tag}{out.suffix or '.csv'}")
+    return _beside(out, f"{tag}{Path(out).suffix or '.csv'}")
 
 
 def _beside(out, name: str) -> Path:

@@ -16,6 +16,7 @@ from causalkit.longterm._scores import (
     count_capped,
     inverse_weights,
     substitution_variance,
+    warn_capped,
 )
 
 __all__ = ["SequentialTMLE"]
@@ -132,7 +133,8 @@ class SequentialTMLE(MonotoneEstimator):
         check_variance(self.variance)
         e1, lam, self.n_clipped_ = self._nuisance_probabilities(data)
         raw = inverse_weights(data, e1, lam)
-        self.n_capped_ = count_capped(raw, cap, label=self._label)
+        self.n_capped_ = count_capped(raw, cap)
+        warn_capped(self._label, self.n_capped_, cap)
         W = np.nan_to_num(np.minimum(raw, cap))
         eps = np.zeros((data.n_stages, 2))
 
@@ -149,7 +151,7 @@ class SequentialTMLE(MonotoneEstimator):
                                    random_state=self.seed_for("outcome")).fit(data,
                                                                                update=target)
         self.fluctuation_ = eps
-        m_first, W_stage, D = aipw_components(data, e1, lam, self.chain_, self.weight_cap)
+        m_first, W_stage, D = aipw_components(data, e1, lam, self.chain_, cap)
         scores = combine_aipw(m_first, W_stage, D)
         leverage = (chain_leverage(data, self.chain_) if least_squares_kind(self.outcome_model)
                     else None)
