@@ -173,19 +173,30 @@ def _exit_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="causalkit-exit-with-parent", daemon=True).start()
 
 
+def _start_worker(parent: int, one_thread: bool) -> None:
+    """Initializer of the engine's loky workers: exit when the study's process dies
+    (:func:`_exit_with_parent`, also in a worker that never gets a task). A pool of study
+    replications is started with ``inner_max_num_threads=1``, so every BLAS/OpenMP library
+    reads a one-thread limit from the environment as it loads; ``one_thread`` marks the worker
+    as such, and its replications skip setting the limit again."""
+    global _ONE_THREAD
+    _ONE_THREAD = one_thread
+    _exit_with_parent(parent)
+
+
 def _call(task: Callable, key) -> tuple:
     return key, task(key)
 
 
-def _stream(task, keys, n_jobs, backend, scheduler):
+def _stream(task, keys, n_jobs, backend, scheduler, one_thread):
     if backend == "loky" and n_jobs == 1:
         yield from ((key, task(key)) for key in keys)
         return
     jobs = (delayed(_call)(task, key) for key in keys)
     if backend == "loky":
-        # every worker watches the study process from its start, also one that never gets a task
-        with parallel_config(backend="loky", initializer=_exit_with_parent,
-                             initargs=(os.getpid(),)):
+        with parallel_config(backend="loky", initializer=_start_worker,
+                             initargs=(os.getpid(), one_thread),
+                             inner_max_num_threads=1 if one_thread else None):
             yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(jobs)
         return
     from distributed import Client
@@ -200,12 +211,12 @@ def _stream(task, keys, n_jobs, backend, scheduler):
 
 def _execute(task: Callable, keys: list, description: Callable[[], dict], *, out, overwrite,
              n_jobs, backend, scheduler, progress, sync_seconds, run_order=None,
-             record_warnings: bool = False) -> list[dict]:
+             replications: bool = False) -> list[dict]:
     """Run ``task(key) -> list of row dicts`` for every key (an int or a tuple of ints) not yet
     in ``out`` (in the order ``sorted(keys, key=run_order)`` if given); return the rows of all
     keys, in the order of ``keys``. ``description()`` gives the design description (computed
-    only when there is a store to check it against). ``record_warnings``: run in-process tasks
-    inside one :func:`_recording` block (tasks that count their warnings)."""
+    only when there is a store to check it against). ``replications``: the tasks are study
+    replications; run in-process, they share one :func:`_replication_block`."""
     bar, store = None, _NoStore()
     if out is not None:
         described = description()
@@ -220,10 +231,10 @@ def _execute(task: Callable, keys: list, description: Callable[[], dict], *, out
         if progress:
             from tqdm.auto import tqdm
             bar = tqdm(total=len(keys), initial=len(done), desc="repetitions", leave=False)
-        one_block = record_warnings and backend == "loky" and n_jobs == 1
+        one_block = replications and backend == "loky" and n_jobs == 1
         try:
-            with _recording() if one_block else contextlib.nullcontext():
-                for key, rows in _stream(task, todo, n_jobs, backend, scheduler):
+            with _replication_block() if one_block else contextlib.nullcontext():
+                for key, rows in _stream(task, todo, n_jobs, backend, scheduler, replications):
                     store.append({"key": key, "rows": rows})
                     done[key] = rows
                     if bar is not None:
@@ -323,6 +334,33 @@ def _recording():
                                message.lineno, registry=registry, source=message.source)
 
 
+#: True inside a :func:`_replication_block` (the process runs with one BLAS/OpenMP thread).
+_ONE_THREAD = False
+
+
+@contextlib.contextmanager
+def _replication_block():
+    """Record warnings (:func:`_recording`) and run BLAS/OpenMP with one thread: a replication's
+    fits are small and repeated, and parallel replications would otherwise oversubscribe the
+    cores. Re-entrant like :func:`_recording`: a study run in-process opens one block around all
+    its replications (setting and restoring the thread limit costs about 30 us, as much as a
+    trivial replication), and each replication's own block is then free."""
+    global _ONE_THREAD
+    if _ONE_THREAD and _RECORDED is not None:
+        yield _RECORDED
+        return
+    if _ONE_THREAD:
+        with _recording() as log:
+            yield log
+        return
+    with _recording() as log, _threadpools().limit(limits=1):
+        _ONE_THREAD = True
+        try:
+            yield log
+        finally:
+            _ONE_THREAD = False
+
+
 def _run_replication(rep: int, design: Callable, estimators: Mapping, seed: int,
                      alpha: float) -> list[dict]:
     rng = np.random.default_rng([seed, rep])
@@ -331,9 +369,7 @@ def _run_replication(rep: int, design: Callable, estimators: Mapping, seed: int,
         raise TypeError("design(rng) must return a dict with a 'truth' entry")
     truth = float(data["truth"])
     rows = []
-    # one BLAS/OpenMP thread per replication: its fits are small and repeated, and parallel
-    # replications would otherwise oversubscribe the cores
-    with _recording() as caught, _threadpools().limit(limits=1):
+    with _replication_block() as caught:
         first = len(caught)
         try:
             for name, fn in estimators.items():
@@ -430,7 +466,7 @@ def run_study(design: Callable, estimators: Mapping[str, Callable], reps: int, s
                    alpha=alpha)
     rows = _execute(task, list(range(reps)), description, out=out, overwrite=overwrite,
                     n_jobs=n_jobs, backend=backend, scheduler=scheduler, progress=progress,
-                    sync_seconds=sync_seconds, record_warnings=True)
+                    sync_seconds=sync_seconds, replications=True)
     results = _study_frame(rows)
     _report_warnings(results, seed)
     return results

@@ -28,6 +28,20 @@ def test_results_do_not_depend_on_workers():
     assert (one.loc[one.estimator == "mean", "n_units"] == 60).all()
 
 
+def _blas_threads(data):
+    from threadpoolctl import threadpool_info
+    return {"estimate": 0.0, "threads": max(pool["num_threads"] for pool in threadpool_info())}
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_replications_run_with_one_blas_thread_and_the_limit_is_restored(n_jobs):
+    from threadpoolctl import threadpool_info
+    before = threadpool_info()
+    results = run_study(design, {"threads": _blas_threads}, 6, n_jobs=n_jobs, progress=False)
+    assert (results["threads"] == 1).all()
+    assert threadpool_info() == before
+
+
 def test_kill_and_resume_loses_and_duplicates_nothing(tmp_path):
     out = tmp_path / "study.csv"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
