@@ -30,7 +30,7 @@ from causalkit.nuisance import clip_probabilities, fit_clone, predict_positive_p
 
 __all__ = ["is_parametric", "default_classifier", "default_regressor", "fit_propensity",
            "SelectionModel", "OutcomeChain", "PerArmStage", "as_stage_learner", "cumulative_scores",
-           "effective_sample_size", "ess_table"]
+           "effective_sample_size", "ess_table", "selection_features"]
 
 _MODES = ("impute_missing", "replace_all")
 
@@ -101,7 +101,8 @@ def fit_propensity(model, data: MonotoneData, bounds=(0.01, 0.99)) -> FittedProp
     return FittedPropensity(fit_clone(model, data.X, data.a), bounds)
 
 
-def _selection_features(data: MonotoneData, k: int, rows) -> np.ndarray:
+def selection_features(data: MonotoneData, k: int, rows) -> np.ndarray:
+    """Features of the stage-``k`` continuation model: ``(X, A, Z_0, ..., Z_{k-1})``."""
     return np.column_stack([data.X[rows], data.a[rows], data.Z[rows, :k]])
 
 
@@ -130,7 +131,7 @@ class SelectionModel:
             if target.min() == 1:
                 self.models_.append(None)
             else:
-                self.models_.append(fit_clone(self.model, _selection_features(data, k, rows),
+                self.models_.append(fit_clone(self.model, selection_features(data, k, rows),
                                               target))
         return self
 
@@ -144,7 +145,7 @@ class SelectionModel:
             if model is None:
                 lam[rows, k] = 1.0
                 continue
-            p = predict_positive_proba(model, _selection_features(data, k, rows))
+            p = predict_positive_proba(model, selection_features(data, k, rows))
             clipped[k] = int(np.sum(p < self.floor))
             if clipped[k]:
                 p = clip_probabilities(p, (self.floor, 1.0), name=f"continuation stage {k + 1}")

@@ -49,11 +49,11 @@ from sklearn.preprocessing import StandardScaler
 from causalkit._linalg import independent_columns
 from causalkit.longterm._data import MonotoneData
 
-__all__ = ["ols_influence", "leverage", "hc2_residual", "chain_leverage", "chain_influence",
-           "least_squares_kind"]
+__all__ = ["Design", "ols_influence", "leverage", "hc2_residual", "chain_leverage",
+           "chain_influence", "least_squares_kind"]
 
 
-class _Design:
+class Design:
     """``H -> (1, (H - center) / scale)[:, keep]``, learnt on the rows a stage is fitted on
     (``keep = [0]``, the intercept alone, for a mean-only model)."""
 
@@ -135,7 +135,7 @@ def chain_influence(data: MonotoneData, chain, mode: str, weights=None) -> np.nd
         for k in range(T - 1, -1, -1):
             rows = (data.a == arm) & data.responders(k)
             H = data.history(k, rows)
-            designs[k] = _Design(H, intercept_only)
+            designs[k] = Design(H, intercept_only)
             Hd = designs[k](H)
             w = np.ones(Hd.shape[0]) if weights is None else weights(k, rows)
             extra = np.zeros((n, Hd.shape[1]))
@@ -170,7 +170,7 @@ def chain_leverage(data: MonotoneData, chain) -> np.ndarray:
         for k in range(data.n_stages):
             rows = (data.a == arm) & data.responders(k)
             H = data.history(k, rows)
-            out[rows, k, arm] = leverage(_Design(H, intercept_only)(H))
+            out[rows, k, arm] = leverage(Design(H, intercept_only)(H))
     return out
 
 

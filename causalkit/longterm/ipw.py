@@ -9,7 +9,8 @@ import numpy as np
 from causalkit.exceptions import CausalkitWarning
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
-from causalkit.longterm._models import default_regressor, ess_table
+from causalkit.longterm._estimated_weights import weight_estimation_term
+from causalkit.longterm._models import check_bounds, default_regressor, ess_table
 from causalkit.longterm._scores import inverse_weights
 from causalkit.nuisance import fit_clone
 
@@ -79,12 +80,32 @@ class SequentialIPW(MonotoneEstimator):
     propensity_model_, selection_model_, cate_model_ : the fitted models (one selection model
         per stage; ``None`` at a stage without drop-out).
 
+    weights_estimated_in_se_ : bool
+        Whether the influence function carries the term from estimating the weights (logistic
+        maximum-likelihood propensity and selection models) or treats them as known.
+
     Notes
     -----
-    Inference ``"influence"`` treats the weights as known: ``phi_i = w_i Y_i`` (HT) or
-    ``w_i (Y_i - mu_a) / mean(w)`` (Hajek). With weights fitted by maximum likelihood this is
-    conservative (Robins, Rotnitzky & Zhao 1994, *JASA* 89(427), Thm. 1 and its corollaries);
-    ``estimate(inference="bootstrap")`` refits the weights on every resample.
+    Inference ``"influence"``: the weights-known influence function ``phi_i = w_i Y_i`` (HT) or
+    ``mu_a + w_i (Y_i - mu_a) / mean(w)`` (Hajek), minus the term from estimating the logistic
+    propensity and continuation models (stacked M-estimation,
+    :mod:`causalkit.longterm._estimated_weights`; Robins, Rotnitzky & Zhao 1994, *JASA* 89(427),
+    Thm. 1). Without drop-out the Hajek form's estimate and SE equal statsmodels'
+    ``TreatmentEffect.ipw`` (GMM) to 1e-4. With another kind of classifier the weights are
+    treated as known (``weights_estimated_in_se_`` is False): conservative for correctly
+    specified parametric weights, of unknown direction for flexible learners, where
+    ``estimate(inference="bootstrap")`` (which refits the weights on every resample) is the
+    safer choice.
+
+    Tuning draws (``numpy.random.default_rng([700000, r])``, 200 per cell, not the studies'
+    draws): on the linear design at 10% drop-out per stage, SE/SD 1.00 and coverage 0.960 (HT)
+    and 0.945 (Hajek), where treating the weights as known gave coverage 0.995. At heavy
+    drop-out no interval reaches nominal coverage: at 40% per stage (22% complete cases)
+    SE/SD 0.47 and coverage 0.870 (HT), 0.61 and 0.820 (Hajek), and the pipeline bootstrap
+    (100 draws, 100 resamples) 0.90 and 0.84; on IHDP at 30%, 0.885 and 0.850, bootstrap 0.95
+    and 0.89. Inverse weights this heavy make the estimator's distribution skewed beyond what a
+    normal or percentile interval captures; :class:`~causalkit.longterm.MonotoneAIPW` or
+    :class:`~causalkit.longterm.SequentialRegression` are the estimators to use there.
     """
 
     _label = "Sequential IPW"
@@ -112,27 +133,32 @@ class SequentialIPW(MonotoneEstimator):
         W = inverse_weights(data, e1, lam)
         w_last = np.nan_to_num(W[:, -1])
         y = np.nan_to_num(data.Z[:, -1])
-        phi = np.empty((data.n, 2))
+        phi, u = np.empty((data.n, 2)), np.empty((data.n, 2))
         mu = np.empty(2)
         if not self.normalize:
             _warn_location(data.Z[data.R[:, -1] == 1, -1])
         for arm in (0, 1):
             w = np.where(data.a == arm, w_last, 0.0)
             if self.normalize:
-                scale = w.mean()
                 mu[arm] = np.sum(w * y) / np.sum(w)
-                phi[:, arm] = mu[arm] + w * (y - mu[arm]) / scale
+                u[:, arm] = w * (y - mu[arm]) / w.mean()
+                phi[:, arm] = mu[arm] + u[:, arm]
             else:
                 mu[arm] = np.mean(w * y)
-                phi[:, arm] = w * y
+                phi[:, arm] = u[:, arm] = w * y
         self.mu_ = mu
         self.ate_ = float(mu[1] - mu[0])
-        self.influence_ = phi[:, 1] - phi[:, 0]
+        pseudo = phi[:, 1] - phi[:, 0]
+        term = weight_estimation_term(
+            data, e1, lam, u[:, 1], u[:, 0], self.propensity_model_, self.selection_model_,
+            check_bounds(self.propensity_clip, "propensity_clip"), self.selection_floor)
+        self.weights_estimated_in_se_ = term is not None
+        self.influence_ = pseudo if term is None else pseudo - term
         self.propensity_, self.continuation_, self.n_clipped_ = e1, lam, clipped
         self.weights_ = W
         self.ess_ = ess_table(data, W, warn_below=self.ess_warning, name=self._label)
         self.cate_model_ = fit_clone(self._seeded("cate", self.cate_model, default_regressor),
-                                     data.X, self.influence_)
+                                     data.X, pseudo)
 
     def _effect(self, X):
         return self.cate_model_.predict(X)
