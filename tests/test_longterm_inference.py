@@ -70,28 +70,31 @@ def test_ipw_standard_error_with_estimated_propensity_matches_statsmodels():
         warnings.simplefilter("ignore")     # statsmodels: its outcome model is unused here
         reference = TreatmentEffect(sm.OLS(y, sm.add_constant(a)), a,
                                     results_select=select).ipw().summary_frame().loc["ATE"]
-    est = SequentialIPW(normalize=True).fit(X, y, a, short=short)
-    assert est.weights_estimated_in_se_
-    result = est.estimate()
+    result = SequentialIPW(normalize=True, variance="estimated_weights").fit(
+        X, y, a, short=short).estimate()
     assert result.value == pytest.approx(reference["coef"], rel=1e-5)
     assert result.std_error == pytest.approx(reference["std err"], rel=1e-4)
-    # the weights-known form is conservative here (Robins, Rotnitzky & Zhao 1994)
-    known = SequentialIPW(normalize=True, propensity_model=RandomForestClassifier(
-        n_estimators=5, random_state=0))
-    assert not known.fit(X, y, a, short=short).weights_estimated_in_se_
+    # treating the weights as known is conservative (Robins, Rotnitzky & Zhao 1994)
+    known = SequentialIPW(normalize=True).fit(X, y, a, short=short).estimate()
+    assert known.value == result.value and known.std_error > result.std_error
+    forest = RandomForestClassifier(n_estimators=5, random_state=0)
+    for bad in ({"propensity_model": forest}, {"selection_model": forest},
+                {"variance": "sandwich"}):
+        with pytest.raises(ValueError, match="variance"):
+            SequentialIPW(**{"variance": "estimated_weights", **bad}).fit(X, y, a, short=short)
 
 
 def test_ipw_standard_error_with_estimated_weights_matches_the_spread():
     """Light drop-out (10% per stage, n = 1000, 150 draws): the IPW influence function with the
     propensity and the three continuation models estimated gives SE/SD near 1 and nominal
-    coverage, unnormalised and Hajek (the weights-known SE gave coverage 0.995)."""
+    coverage, unnormalised and Hajek (where the weights-known SE is too wide)."""
     design = LinearGaussianDesign(dropout=(0.1,) * 3, xi=1.0)
     design.intercepts()
     out = {False: [], True: []}
     for r in range(150):
         s = design.sample(np.random.default_rng([31, r]), n=1000)
         for normalize in out:
-            res = SequentialIPW(normalize=normalize).fit(
+            res = SequentialIPW(normalize=normalize, variance="estimated_weights").fit(
                 s["X"], s["outcome"], s["treatment"], short=s["short"]).estimate()
             out[normalize].append((res.value - s["truth"], res.std_error))
     for normalize, rows in out.items():

@@ -75,10 +75,10 @@ def _term(features: np.ndarray, kind: str, p: np.ndarray, target: np.ndarray,
 def weight_estimation_term(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
                            u1: np.ndarray, u0: np.ndarray, propensity_model, selection_models,
                            propensity_bounds: tuple[float, float],
-                           selection_floor: float) -> np.ndarray | None:
+                           selection_floor: float) -> np.ndarray:
     """``sum_j G_j H_j^{-1} psi_{j,i}`` (n,), to be subtracted from the weights-known influence
-    function of an ATE ``mu_1 - mu_0``; ``None`` when a fitted model is not a logistic
-    maximum-likelihood fit (see the module docstring).
+    function of an ATE ``mu_1 - mu_0``. Every fitted model must be a logistic
+    maximum-likelihood fit (:func:`logistic_kind` not None; see the module docstring).
 
     Parameters
     ----------
@@ -94,15 +94,11 @@ def weight_estimation_term(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     propensity_bounds, selection_floor :
         The clipping bounds; a clipped probability has derivative zero.
     """
-    kinds = [logistic_kind(propensity_model)]
-    kinds += [logistic_kind(m) for m in selection_models if m is not None]
-    if None in kinds:
-        return None
     n = data.n
     lower, upper = propensity_bounds
     free = (e1 > lower) & (e1 < upper)
     dphi = np.where(free, -(u1 * (1.0 - e1) + u0 * e1), 0.0)
-    term = _term(data.X, kinds[0], e1, data.a, dphi, n)
+    term = _term(data.X, logistic_kind(propensity_model), e1, data.a, dphi, n)
     for k, model in enumerate(selection_models):
         if model is None:
             continue

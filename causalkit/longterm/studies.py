@@ -67,6 +67,10 @@ def _factories(seed: int = 0) -> dict:
     return {
         "SequentialIPW": SequentialIPW,
         "SequentialIPW (Hajek)": partial(SequentialIPW, normalize=True),
+        "SequentialIPW (estimated weights)": partial(SequentialIPW,
+                                                     variance="estimated_weights"),
+        "SequentialIPW (Hajek, estimated weights)": partial(
+            SequentialIPW, normalize=True, variance="estimated_weights"),
         "SequentialRegression": SequentialRegression,
         "SeqMSM": SeqMSM,
         "MonotoneAIPW": partial(MonotoneAIPW, random_state=seed),
