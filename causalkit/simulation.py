@@ -216,7 +216,7 @@ def _execute(task: Callable, keys: list, description: Callable[[], dict], *, out
     in ``out`` (in the order ``sorted(keys, key=run_order)`` if given); return the rows of all
     keys, in the order of ``keys``. ``description()`` gives the design description (computed
     only when there is a store to check it against). ``replications``: the tasks are study
-    replications; run in-process, they share one :func:`_replication_block`."""
+    replications; run in-process, they share one :class:`_ReplicationBlock`."""
     bar, store = None, _NoStore()
     if out is not None:
         described = description()
@@ -233,7 +233,7 @@ def _execute(task: Callable, keys: list, description: Callable[[], dict], *, out
             bar = tqdm(total=len(keys), initial=len(done), desc="repetitions", leave=False)
         one_block = replications and backend == "loky" and n_jobs == 1
         try:
-            with _replication_block() if one_block else contextlib.nullcontext():
+            with _ReplicationBlock() if one_block else contextlib.nullcontext():
                 for key, rows in _stream(task, todo, n_jobs, backend, scheduler, replications):
                     store.append({"key": key, "rows": rows})
                     done[key] = rows
@@ -334,31 +334,39 @@ def _recording():
                                message.lineno, registry=registry, source=message.source)
 
 
-#: True inside a :func:`_replication_block` (the process runs with one BLAS/OpenMP thread).
+#: True inside a :class:`_ReplicationBlock` (the process runs with one BLAS/OpenMP thread).
 _ONE_THREAD = False
 
 
-@contextlib.contextmanager
-def _replication_block():
+def _single_thread_done() -> None:
+    global _ONE_THREAD
+    _ONE_THREAD = False
+
+
+class _ReplicationBlock:
     """Record warnings (:func:`_recording`) and run BLAS/OpenMP with one thread: a replication's
     fits are small and repeated, and parallel replications would otherwise oversubscribe the
     cores. Re-entrant like :func:`_recording`: a study run in-process opens one block around all
     its replications (setting and restoring the thread limit costs about 30 us, as much as a
-    trivial replication), and each replication's own block is then free."""
-    global _ONE_THREAD
-    if _ONE_THREAD and _RECORDED is not None:
-        yield _RECORDED
-        return
-    if _ONE_THREAD:
-        with _recording() as log:
-            yield log
-        return
-    with _recording() as log, _threadpools().limit(limits=1):
-        _ONE_THREAD = True
-        try:
-            yield log
-        finally:
-            _ONE_THREAD = False
+    trivial replication), and each replication's own block then costs well under a
+    microsecond (a class, not a generator, for that reason)."""
+
+    def __enter__(self) -> list:
+        global _ONE_THREAD
+        self._stack = None
+        if _ONE_THREAD and _RECORDED is not None:
+            return _RECORDED
+        self._stack = contextlib.ExitStack()
+        log = self._stack.enter_context(_recording())
+        if not _ONE_THREAD:
+            self._stack.enter_context(_threadpools().limit(limits=1))
+            _ONE_THREAD = True
+            self._stack.callback(_single_thread_done)
+        return log
+
+    def __exit__(self, *exc) -> None:
+        if self._stack is not None:
+            self._stack.__exit__(*exc)
 
 
 def _run_replication(rep: int, design: Callable, estimators: Mapping, seed: int,
@@ -369,7 +377,7 @@ def _run_replication(rep: int, design: Callable, estimators: Mapping, seed: int,
         raise TypeError("design(rng) must return a dict with a 'truth' entry")
     truth = float(data["truth"])
     rows = []
-    with _replication_block() as caught:
+    with _ReplicationBlock() as caught:
         first = len(caught)
         try:
             for name, fn in estimators.items():
