@@ -100,9 +100,9 @@ class SequentialIPW(MonotoneEstimator):
     mean(w)`` (Hajek). With ``variance="estimated_weights"`` it subtracts the term from
     estimating the logistic weight models (Robins, Rotnitzky & Zhao 1994, *JASA* 89(427),
     Thm. 1): without drop-out the Hajek form's estimate and SE then equal statsmodels'
-    ``TreatmentEffect.ipw`` (GMM) to 1e-4. That is the asymptotically exact SE, and it can
-    only be smaller than the weights-known one when the weight models are right. It is not the
-    default because, with the heavy weights of multi-stage drop-out, the weights-known SE's
+    ``TreatmentEffect.ipw`` (GMM) to 1e-4. That is the asymptotically exact SE, and when the
+    weight models are right it is asymptotically no larger than the weights-known one. It is
+    not the default because, with the heavy weights of multi-stage drop-out, the weights-known SE's
     surplus is what brings the interval near nominal coverage; the committed studies
     (``longterm-linear``, 400 draws per rate, and ``longterm-ihdp``, 200) give:
 
