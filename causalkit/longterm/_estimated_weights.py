@@ -36,11 +36,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.dummy import DummyClassifier
 from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
 
 from causalkit.longterm._data import MonotoneData
-from causalkit.longterm._models import selection_features
+from causalkit.longterm._models import selection_features, unscaled
 from causalkit.longterm._sandwich import Design
 
 __all__ = ["logistic_kind", "weight_estimation_term"]
@@ -49,11 +47,7 @@ __all__ = ["logistic_kind", "weight_estimation_term"]
 def logistic_kind(model) -> str | None:
     """``"logistic"`` for a (scaled) ``LogisticRegression`` with an intercept, ``"intercept"``
     for ``DummyClassifier(strategy="prior")``, ``None`` for any other (fitted) classifier."""
-    if isinstance(model, Pipeline):
-        steps = [step for _, step in model.steps]
-        if not all(isinstance(s, StandardScaler) for s in steps[:-1]):
-            return None
-        model = steps[-1]
+    model = unscaled(model)
     if isinstance(model, LogisticRegression) and model.fit_intercept:
         return "logistic"
     if isinstance(model, DummyClassifier) and model.strategy == "prior":

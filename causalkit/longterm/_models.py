@@ -30,7 +30,7 @@ from causalkit.nuisance import clip_probabilities, fit_clone, predict_positive_p
 
 __all__ = ["is_parametric", "default_classifier", "default_regressor", "fit_propensity",
            "SelectionModel", "OutcomeChain", "PerArmStage", "as_stage_learner", "cumulative_scores",
-           "effective_sample_size", "ess_table", "selection_features"]
+           "effective_sample_size", "ess_table", "selection_features", "unscaled"]
 
 _MODES = ("impute_missing", "replace_all")
 
@@ -59,11 +59,18 @@ def is_parametric(model) -> bool:
     classes are Donsker)."""
     if model is None:
         return True
-    if isinstance(model, Pipeline):
-        steps = [step for _, step in model.steps]
-        return all(isinstance(s, StandardScaler) for s in steps[:-1]) and is_parametric(steps[-1])
-    return isinstance(model, (LinearRegression, LogisticRegression, BalancingLogit,
-                              DummyClassifier, DummyRegressor))
+    return isinstance(unscaled(model), (LinearRegression, LogisticRegression, BalancingLogit,
+                                        DummyClassifier, DummyRegressor))
+
+
+def unscaled(model):
+    """The model a Pipeline of ``StandardScaler`` steps ends in (nested Pipelines unwrapped; the
+    model itself when it is no Pipeline), or None for a Pipeline with any other step. Scaling
+    the columns reparameterises a linear or logistic fit without changing it."""
+    if not isinstance(model, Pipeline):
+        return model
+    steps = [step for _, step in model.steps]
+    return unscaled(steps[-1]) if all(isinstance(s, StandardScaler) for s in steps[:-1]) else None
 
 
 def check_bounds(bounds, name: str) -> tuple[float, float]:

@@ -43,11 +43,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import LinearRegression
-from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import StandardScaler
 
 from causalkit._linalg import independent_columns
 from causalkit.longterm._data import MonotoneData
+from causalkit.longterm._models import unscaled
 
 __all__ = ["Design", "ols_influence", "leverage", "hc2_residual", "chain_leverage",
            "chain_influence", "least_squares_kind"]
@@ -181,10 +180,7 @@ def least_squares_kind(model) -> str | None:
     the models :func:`chain_influence` linearises."""
     if model is None:
         return "linear"
-    if isinstance(model, Pipeline):
-        steps = [step for _, step in model.steps]
-        scalers = all(isinstance(s, StandardScaler) for s in steps[:-1])
-        return least_squares_kind(steps[-1]) if scalers else None
+    model = unscaled(model)
     if isinstance(model, LinearRegression) and model.fit_intercept:
         return "linear"
     if isinstance(model, DummyRegressor) and model.strategy == "mean":
