@@ -150,8 +150,8 @@ _WATCHED_PARENT = None
 
 
 def _exit_with_parent(parent: int) -> None:
-    """In a worker process the study's process started (the loky workers' initializer), exit as
-    soon as that process dies.
+    """In a worker process the study's process started (called by :func:`_start_worker`, the
+    loky workers' initializer), exit as soon as that process dies.
 
     A SIGKILLed study cannot tell its workers to stop; each worker instead polls its parent id
     (which changes when the parent dies) from a daemon thread, twice a second. A worker that
