@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["DRIVERS", "COLUMNS", "paper_comparison", "results_dir"]
+__all__ = ["DRIVERS", "COLUMNS", "MARKDOWN_COLUMNS", "paper_comparison", "markdown",
+           "results_dir"]
 
 #: Driver (paper) names accepted by :func:`paper_comparison`; also the results folder names.
 DRIVERS = ("smartann", "argus", "liver", "shift", "vclos")
@@ -66,6 +67,31 @@ def paper_comparison(driver: str, results=None) -> pd.DataFrame:
     folder = results_dir(driver, results)
     rows = _BUILDERS[driver](folder)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+#: Columns of :func:`markdown`, with their headers.
+MARKDOWN_COLUMNS = {"claim": "Claim", "paper": "Paper", "ours_text": "Ours",
+                    "setting": "Our setting", "baseline": "Against",
+                    "strongest_baseline": "Strongest baseline?", "evidence": "Evidence",
+                    "note": "Why they differ"}
+
+
+def markdown(driver: str, results=None) -> str:
+    """:func:`paper_comparison` as a Markdown table (the columns of :data:`MARKDOWN_COLUMNS`).
+
+    The README's comparison tables are this text, kept in step with the committed results by
+    ``tools/readme_tables.py`` (``--check`` reports a stale table).
+    """
+    table = paper_comparison(driver, results)[list(MARKDOWN_COLUMNS)]
+
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ") if value != "" else "-"
+
+    lines = ["| " + " | ".join(MARKDOWN_COLUMNS.values()) + " |",
+             "|" + "---|" * len(MARKDOWN_COLUMNS)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |"
+              for row in table.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 def _row(claim, paper, tag, ours, ours_text, setting, baseline, strongest, evidence, note=""):
