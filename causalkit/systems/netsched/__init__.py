@@ -1,11 +1,12 @@
 """vClos: contention-free scheduling of distributed training on leaf-spine GPU clusters.
 
 A *simulated* cluster (flow-level, event-driven, max-min fair rates; no switches or GPUs are
-driven) for comparing job placement and routing: first fit + ECMP, best-fit consolidation + ECMP,
+driven) for comparing job placement and routing: first fit + ECMP, best fit + ECMP (the main
+baseline; ECMP with 1-8 queue pairs per connection or adaptive routing), vClos placement + ECMP,
 vClos (an isolated virtual Clos per job with source routing) and OCS-vClos (per-job optical
-circuits). Reference: Zhao et al., "vClos: network contention aware scheduling for distributed
-machine learning tasks in multi-tenant GPU clusters", Computer Networks 268 (2025), 111285
-(arXiv:2308.05692).
+circuits); every run gets a queue-stability verdict (:func:`queue_trend`). Reference: Zhao et
+al., "vClos: network contention aware scheduling for distributed machine learning tasks in
+multi-tenant GPU clusters", Computer Networks 268 (2025), 111285 (arXiv:2308.05692).
 
 >>> from causalkit.systems.netsched import LeafSpine, simulate_cluster, synthetic_trace
 >>> cluster = LeafSpine(leaves=4, spines=8, gpus_per_leaf=8)
@@ -30,8 +31,11 @@ from causalkit.systems.netsched.schedulers import (
     FirstFit,
     OCSVClos,
     VClos,
+    VClosECMP,
+    best_fit_leaves,
 )
 from causalkit.systems.netsched.sim import Result, check_jobs, simulate_cluster
+from causalkit.systems.netsched.stability import queue_trend
 from causalkit.systems.netsched.topology import LeafSpine
 from causalkit.systems.netsched.traces import (
     load_helios,
@@ -44,7 +48,8 @@ from causalkit.systems.netsched.traffic import PATTERNS, job_flows
 __all__ = [
     "LeafSpine", "simulate_cluster", "Result", "check_jobs", "ClusterExperiment",
     "ECMP", "SourceRouting", "collision_free_probability", "ecmp_collision_trials",
-    "SCHEDULERS", "FirstFit", "BestFit", "VClos", "OCSVClos", "solve_vclos",
+    "SCHEDULERS", "FirstFit", "BestFit", "VClos", "VClosECMP", "OCSVClos", "solve_vclos",
+    "best_fit_leaves", "queue_trend",
     "max_min_rates", "incidence", "PATTERNS", "job_flows",
     "synthetic_trace", "load_philly", "load_helios", "load_pai",
 ]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from causalkit._validation import check_positive_int
-from causalkit.systems.netsched.schedulers import SCHEDULERS
+from causalkit.systems.netsched.schedulers import ECMP_ROUTED, SCHEDULERS
 from causalkit.systems.netsched.sim import simulate_cluster
 from causalkit.systems.netsched.topology import LeafSpine
 from causalkit.systems.netsched.traces import synthetic_trace
@@ -43,18 +43,23 @@ class ClusterExperiment:
     jobs : DataFrame, optional
         A fixed trace (e.g. from a loader) used instead of synthetic ones; ``loads`` is then
         ignored and a single load label ``nan`` is reported.
+    ecmp : dict, optional
+        ECMP knobs (``qps``, ``adaptive``: :class:`~causalkit.systems.netsched.ECMP`) of the
+        ECMP-routed policies.
 
     Examples
     --------
     >>> exp = ClusterExperiment(leaves=4, spines=8, gpus_per_leaf=8, loads=[0.8], trace_jobs=30)
     >>> df = exp.run()
     >>> sorted(df["scheduler"].unique())
-    ['bestfit', 'ecmp', 'ocs-vclos', 'vclos']
+    ['bestfit', 'ecmp', 'ocs-vclos', 'vclos', 'vclos-ecmp']
     """
 
     def __init__(self, leaves=16, spines=8, gpus_per_leaf=8,
-                 schedulers=("ecmp", "bestfit", "vclos", "ocs-vclos"), loads=(0.5, 0.8),
-                 trace_jobs=200, reps=1, seed=0, link_gbps=100.0, trace_kwargs=None, jobs=None):
+                 schedulers=("ecmp", "bestfit", "vclos-ecmp", "vclos", "ocs-vclos"),
+                 loads=(0.5, 0.8),
+                 trace_jobs=200, reps=1, seed=0, link_gbps=100.0, trace_kwargs=None, jobs=None,
+                 ecmp=None):
         self.leaves = leaves
         self.spines = spines
         self.gpus_per_leaf = gpus_per_leaf
@@ -66,6 +71,7 @@ class ClusterExperiment:
         self.link_gbps = link_gbps
         self.trace_kwargs = trace_kwargs
         self.jobs = jobs
+        self.ecmp = ecmp
 
     def _validate(self):
         bad = [s for s in self.schedulers if s not in SCHEDULERS]
@@ -106,7 +112,9 @@ class ClusterExperiment:
         seed = int(rng.integers(2**31 - 1))
         rows = []
         for name in self.schedulers:
-            res = simulate_cluster(cluster.with_ocs(name == "ocs-vclos"), jobs, name, seed=seed)
+            knobs = (self.ecmp or {}) if name in ECMP_ROUTED else {}
+            res = simulate_cluster(cluster.with_ocs(name == "ocs-vclos"), jobs, name, seed=seed,
+                                   **knobs)
             rows.append({**res.to_dict(), "n_gpus": cluster.n_gpus, "leaves": self.leaves,
                          "spines": self.spines})
         return rows

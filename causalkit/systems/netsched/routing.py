@@ -2,7 +2,11 @@
 
 * **ECMP**: every cross-leaf flow picks spine ``hash(src, dst, sport, job) mod S``; the hash is a
   vectorised splitmix64 mix of the 5-tuple fields (uniform and deterministic for a given seed), the
-  source port is ``49152 + channel`` (one RDMA queue pair per channel).
+  source port is ``49152 + channel`` (one RDMA queue pair per channel). Two knobs of real fabrics:
+  ``qps`` queue pairs per connection (NCCL's ``NCCL_IB_QPS_PER_CONNECTION``: the connection's
+  bytes split evenly over ``qps`` flows with their own source ports, each hashed on its own), and
+  ``adaptive`` routing (flowlet switching / adaptive routing in the fluid limit: every connection
+  spread evenly over all ``S`` spines, the best any load-oblivious spreading achieves).
 * **Source routing** (vClos): the GPU with job-local index ``j`` on its leaf sends through the
   ``j``-th uplink port reserved for the job (the ``j``-th spine of its virtual Clos, or its OCS
   circuit), so a rail-aligned collective puts at most one flow of one job on each reserved link.
@@ -53,15 +57,38 @@ class ECMP:
     ----------
     seed : int
         Hash seed (a different switch hash function per seed).
+    qps : int
+        Queue pairs (hashed flows) per connection; each carries ``1/qps`` of its bytes.
+    adaptive : bool
+        Spread every connection evenly over all spines (flowlet / adaptive routing, fluid limit)
+        instead of hashing it; ``qps`` is then irrelevant.
     """
 
     name = "ecmp"
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, qps: int = 1, adaptive: bool = False):
         self.seed = int(seed)
+        self.qps = check_positive_int(qps, "qps")
+        if not isinstance(adaptive, (bool, np.bool_)):
+            raise TypeError(f"adaptive must be a bool; got {type(adaptive).__name__}")
+        self.adaptive = bool(adaptive)
+
+    def split(self, cluster, src, dst, channel, weight):
+        """Sub-flows of every connection: ``qps`` hashed ones, or one per spine if adaptive.
+
+        Sub-flow ``k`` of channel ``c`` gets channel id ``c * n + k`` and weight ``w / n``.
+        """
+        n = cluster.spines if self.adaptive else self.qps
+        if n == 1:
+            return src, dst, channel, weight
+        k = np.tile(np.arange(n), len(src))
+        return (np.repeat(src, n), np.repeat(dst, n), np.repeat(channel, n) * n + k,
+                np.repeat(weight, n) / n)
 
     def spines(self, n_spines: int, src, dst, channel, job_id) -> np.ndarray:
-        """Spine index chosen for each flow."""
+        """Spine index chosen for each (sub-)flow."""
+        if self.adaptive:
+            return np.asarray(channel) % n_spines
         sport = 49152 + np.asarray(channel)
         h = flow_hash(src, dst, sport, np.asarray(job_id), seed=self.seed)
         return (h % np.uint64(n_spines)).astype(np.int64)
@@ -80,6 +107,11 @@ class SourceRouting:
     """
 
     name = "source"
+
+    @staticmethod
+    def split(cluster, src, dst, channel, weight):
+        """One flow per connection (no splitting)."""
+        return src, dst, channel, weight
 
     def ports(self, cluster, src, dst, channel, job_id, placement):
         """Uplink ports (source leaf, destination leaf) of each flow."""

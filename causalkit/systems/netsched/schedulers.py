@@ -1,20 +1,25 @@
 """Placement policies used by the FIFO cluster scheduler.
 
-=============  ==============================================================  ==============
-name           placement                                                       routing
-=============  ==============================================================  ==============
-``ecmp``       first fit: the lowest-numbered free GPUs                        ECMP
-``bestfit``    consolidation (Tiresias-style): the best-fitting single leaf,   ECMP
-               else as few leaves as possible (emptiest leaves first)
-``vclos``      isolated virtual Clos: best-fit single leaf, else ``m`` leaves   source routing
-               x ``s`` spines with all ``m*s`` links free (:mod:`.allocation`),
-               ``s`` over the divisors of N (largest first), links reserved
-``ideal``      first fit on a fabric with no network constraints (every job     none
-               at line rate): the no-contention reference, not a real policy
-``ocs-vclos``  as ``vclos`` but the OCS builds per-job circuits: a chosen leaf  source routing
-               needs ``s`` free uplink ports, each virtual spine ``m`` free      over circuits
-               ports on one spine; two-leaf jobs get direct leaf-leaf circuits
-=============  ==============================================================  ==============
+==============  ================================================================  ==============
+name            placement                                                         routing
+==============  ================================================================  ==============
+``ecmp``        first fit: the lowest-numbered free GPUs                          ECMP
+``bestfit``     best fit (Tiresias-style consolidation): the fewest leaves,       ECMP
+                and of those the set leaving the fewest free GPUs on the
+                leaves it touches (:func:`best_fit_leaves`, exact)
+``vclos-ecmp``  vClos placement (below; links still reserved): separates what     ECMP
+                vClos gains by placement from what it gains by routing
+``vclos``       isolated virtual Clos: best-fit single leaf, else ``m`` leaves    source routing
+                x ``s`` spines with all ``m*s`` links free (:mod:`.allocation`),
+                ``s`` over the divisors of N (largest first), links reserved
+``ideal``       first fit on a fabric with no network constraints (every job      none
+                at line rate): the no-contention reference, not a real policy
+``ocs-vclos``   as ``vclos`` but the OCS builds per-job circuits: a chosen leaf   source routing
+                needs ``s`` free uplink ports, each virtual spine ``m`` free      over circuits
+                ports on one spine; two-leaf jobs get direct leaf-leaf circuits
+==============  ================================================================  ==============
+
+ECMP-routed policies take the ECMP knobs ``qps`` and ``adaptive`` (:class:`.ECMP`).
 
 References: Zhao et al., "vClos", Computer Networks 268 (2025) (vClos, OCS-vClos); Gu et al.,
 "Tiresias", NSDI 2019 (consolidated placement).
@@ -29,8 +34,8 @@ import numpy as np
 from causalkit.systems.netsched.allocation import SOLVERS, solve_vclos
 from causalkit.systems.netsched.routing import ECMP, SourceRouting
 
-__all__ = ["ClusterState", "Placement", "SCHEDULERS", "make_scheduler",
-           "FirstFit", "BestFit", "Ideal", "VClos", "OCSVClos"]
+__all__ = ["ClusterState", "Placement", "SCHEDULERS", "make_scheduler", "best_fit_leaves",
+           "FirstFit", "BestFit", "Ideal", "VClos", "VClosECMP", "OCSVClos"]
 
 
 @dataclass
@@ -109,13 +114,63 @@ def _single_leaf(state, job_id, n):
     return state.free_gpus_on(int(leaf), n)
 
 
+def best_fit_leaves(free, n: int) -> np.ndarray:
+    """Free GPUs to take on each leaf: the fewest leaves, then the least free capacity left.
+
+    Among leaf sets that can hold ``n`` GPUs, take those with the fewest leaves ``m`` and, of
+    these, the set with the smallest total of free GPUs ``sum_a f_a`` (so the fewest stay free on
+    the leaves the job touches); ties go to the lowest leaf ids. Exact: a bounded-knapsack
+    dynamic program over the distinct free counts ``v`` (how many leaves ``t_v`` of each count to
+    take, ``sum t_v = m``, ``sum v t_v >= n`` minimal). The leaves are filled emptiest-last, so
+    the ``sum - n`` GPUs left free stay together on the leaf with the most free GPUs.
+
+    Returns
+    -------
+    ndarray of shape (L,)
+        GPUs taken per leaf (all zeros if ``n`` exceeds the free GPUs).
+    """
+    free = np.asarray(free, dtype=np.int64)
+    take = np.zeros(len(free), dtype=np.int64)
+    desc = np.sort(free)[::-1]
+    if desc.sum() < n:
+        return take
+    m = int(np.searchsorted(np.cumsum(desc), n) + 1)
+    vals = np.unique(free[free > 0])
+    smax = m * int(vals.max())
+    reach = np.zeros((m + 1, smax + 1), dtype=bool)
+    reach[0, 0] = True
+    picks = []
+    for v in vals:
+        new = np.zeros_like(reach)
+        pick = np.full(reach.shape, -1, dtype=np.int64)
+        for t in range(min(int(np.count_nonzero(free == v)), m) + 1):
+            shifted = np.zeros_like(reach)
+            shifted[t:, t * v:] = reach[:m + 1 - t, :smax + 1 - t * v]
+            pick[shifted & ~new] = t
+            new |= shifted
+        picks.append(pick)
+        reach = new
+    k, s = m, n + int(np.argmax(reach[m, n:]))
+    chosen = []
+    for v, pick in zip(vals[::-1], picks[::-1], strict=True):
+        t = int(pick[k, s])
+        chosen += np.flatnonzero(free == v)[:t].tolist()
+        k, s = k - t, s - t * int(v)
+    chosen = sorted(chosen, key=lambda a: (free[a], a))
+    need = n
+    for a in chosen:
+        take[a] = min(int(free[a]), need)
+        need -= take[a]
+    return take
+
+
 class FirstFit:
-    """First fit (lowest GPU ids) with ECMP routing."""
+    """First fit (lowest GPU ids) with ECMP routing (``qps``, ``adaptive``: see :class:`.ECMP`)."""
 
     name = "ecmp"
 
-    def __init__(self, seed: int = 0):
-        self.routing = ECMP(seed)
+    def __init__(self, seed: int = 0, qps: int = 1, adaptive: bool = False):
+        self.routing = ECMP(seed, qps=qps, adaptive=adaptive)
 
     def place(self, state, job_id, n):
         free = np.flatnonzero(state.gpu_owner < 0)
@@ -134,29 +189,19 @@ class Ideal(FirstFit):
 
 
 class BestFit:
-    """Consolidating placement with ECMP routing."""
+    """Best-fit placement (:func:`best_fit_leaves`) with ECMP routing (knobs: :class:`.ECMP`)."""
 
     name = "bestfit"
 
-    def __init__(self, seed: int = 0):
-        self.routing = ECMP(seed)
+    def __init__(self, seed: int = 0, qps: int = 1, adaptive: bool = False):
+        self.routing = ECMP(seed, qps=qps, adaptive=adaptive)
 
     def place(self, state, job_id, n):
         if state.n_free < n:
             return None
-        one = _single_leaf(state, job_id, n)
-        if one is not None:
-            return Placement(job_id, one)
-        free = state.free_per_leaf
-        order = np.argsort(-free, kind="stable")
-        take, need = [], n
-        for leaf in order:
-            k = min(int(free[leaf]), need)
-            if k <= 0:
-                break
-            take.append(state.free_gpus_on(int(leaf), k))
-            need -= k
-        return Placement(job_id, np.sort(np.concatenate(take)))
+        take = best_fit_leaves(state.free_per_leaf, n)
+        gpus = [state.free_gpus_on(int(a), int(take[a])) for a in np.flatnonzero(take)]
+        return Placement(job_id, np.sort(np.concatenate(gpus)))
 
 
 def _clos_shapes(n, cluster):
@@ -204,6 +249,31 @@ class VClos:
             links = [(int(a), int(b)) for a in leaves for b in spines]
             return Placement(job_id, gpus, ports=ports, links=links)
         return None
+
+
+class VClosECMP(VClos):
+    """vClos placement (and link reservation) with ECMP routing instead of source routing.
+
+    Parameters
+    ----------
+    seed, qps, adaptive
+        ECMP hash seed and knobs (:class:`.ECMP`).
+    solver, time_limit
+        As :class:`VClos`.
+    """
+
+    name = "vclos-ecmp"
+
+    def __init__(self, seed: int = 0, qps: int = 1, adaptive: bool = False,
+                 solver: str = "auto", time_limit: float = 10.0):
+        super().__init__(solver, time_limit)
+        self.routing = ECMP(seed, qps=qps, adaptive=adaptive)
+
+    def place(self, state, job_id, n):
+        p = super().place(state, job_id, n)
+        if p is not None:
+            p.ports = None
+        return p
 
 
 class OCSVClos:
@@ -289,17 +359,28 @@ class OCSVClos:
                          circuits=circuits)
 
 
-SCHEDULERS = {"ecmp": FirstFit, "bestfit": BestFit, "vclos": VClos, "ocs-vclos": OCSVClos,
-              "ideal": Ideal}
+SCHEDULERS = {"ecmp": FirstFit, "bestfit": BestFit, "vclos-ecmp": VClosECMP, "vclos": VClos,
+              "ocs-vclos": OCSVClos, "ideal": Ideal}
+
+#: Policies routed by ECMP (they take a hash seed and the ECMP knobs).
+ECMP_ROUTED = ("ecmp", "bestfit", "vclos-ecmp")
 
 
-def make_scheduler(spec, seed: int = 0):
-    """A scheduler from a name in :data:`SCHEDULERS` (ECMP ones seeded) or an instance."""
+def make_scheduler(spec, seed: int = 0, **ecmp):
+    """A scheduler from a name in :data:`SCHEDULERS` or an instance.
+
+    ECMP-routed names are seeded and take the ECMP knobs ``qps`` and ``adaptive`` as keywords;
+    other policies accept none.
+    """
     if isinstance(spec, str):
         if spec not in SCHEDULERS:
             raise ValueError(f"scheduler must be one of {sorted(SCHEDULERS)}; got {spec!r}")
         cls = SCHEDULERS[spec]
-        return cls(seed) if spec in ("ecmp", "bestfit", "ideal") else cls()
+        if spec in ECMP_ROUTED:
+            return cls(seed, **ecmp)
+        if ecmp:
+            raise ValueError(f"ECMP options {sorted(ecmp)} do not apply to scheduler {spec!r}")
+        return cls(seed) if spec == "ideal" else cls()
     if not hasattr(spec, "place") or not hasattr(spec, "routing"):
         raise TypeError("scheduler must be a name or an object with place() and routing")
     return spec

@@ -16,8 +16,9 @@ JRT = finish - start, slowdown = JRT / duration (1 = as fast as alone at line ra
 time-weighted GPU utilisation, fragmentation (share of time the queue head would fit by GPU count
 but cannot be placed) and its network part ``network_blocked`` (share of time the head would be
 placed if no leaf-spine link or OCS port were reserved: network segmentation), Jain's fairness
-index ``(sum x)^2 / (n sum x^2)`` over ``x = 1/slowdown`` (Jain, Chiu & Hawe, 1984), and the peak
-load of every link.
+index ``(sum x)^2 / (n sum x^2)`` over ``x = 1/slowdown`` (Jain, Chiu & Hawe, 1984), the peak
+load of every link, and the queue-stability verdict of :mod:`.stability` (a queue-length trend
+after a warm-up; averages of unstable runs grow with the trace length).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import scipy.sparse as sp
 
 from causalkit.systems.netsched.maxmin import max_min_rates
 from causalkit.systems.netsched.schedulers import ClusterState, make_scheduler
+from causalkit.systems.netsched.stability import queue_trend
 from causalkit.systems.netsched.topology import LeafSpine
 from causalkit.systems.netsched.traffic import check_pattern, job_flows
 
@@ -105,6 +107,7 @@ def job_load(cluster, placement, pattern, routing):
     src, dst, chan, w = job_flows(cluster, placement.gpus, pattern)
     if len(src) == 0 or routing is None:
         return np.zeros(0, np.int64), np.zeros(0), 0
+    src, dst, chan, w = routing.split(cluster, src, dst, chan, w)
     sp_, dp_ = routing.ports(cluster, src, dst, chan, placement.job_id, placement)
     links = cluster.path_links(src, dst, sp_, dp_)
     uniq, inv = np.unique(links.ravel(), return_inverse=True)
@@ -152,6 +155,11 @@ class Result:
         x = 1.0 / self.jobs["slowdown"].to_numpy()
         return float(x.sum() ** 2 / (len(x) * (x ** 2).sum()))
 
+    def stability(self, **options) -> dict:
+        """Queue-length trend test (:func:`~causalkit.systems.netsched.stability.queue_trend`;
+        ``options``: ``warmup``, ``batches``, ``min_rise``, ``level``)."""
+        return queue_trend(self.timeline, self.jobs, **options)
+
     def summary(self) -> str:
         """The headline metrics of :meth:`to_dict` as text, one per line."""
         return "\n".join(f"{k:<16} {v:.6g}" if isinstance(v, float) else f"{k:<16} {v}"
@@ -161,6 +169,13 @@ class Result:
         """Headline metrics as a flat dict (one row of :class:`ClusterExperiment` output)."""
         j = self.jobs
         cap = self.cluster.capacity
+        keys = ("stable", "queue_slope_per_h", "queue_slope_ci_lower", "queue_slope_ci_upper",
+                "jwt_last_over_first")
+        if j["arrival"].max() > j["arrival"].min():
+            trend = self.stability()
+            trend = {k: trend[k] for k in keys}
+        else:   # one batch of simultaneous jobs: no horizon, no trend
+            trend = dict.fromkeys(keys, float("nan"))
         return {
             "scheduler": self.scheduler,
             "n_jobs": len(j),
@@ -180,6 +195,7 @@ class Result:
             "flows_solved": self.flows_solved,
             "solve_seconds": self.solve_seconds,
             "wall_seconds": self.wall_seconds,
+            **trend,
             "simulated": True,
         }
 
@@ -206,11 +222,13 @@ class Result:
         return fig
 
 
-def steady_rates(cluster: LeafSpine, jobs, scheduler="ecmp", seed: int = 0) -> pd.DataFrame:
+def steady_rates(cluster: LeafSpine, jobs, scheduler="ecmp", seed: int = 0,
+                 **ecmp) -> pd.DataFrame:
     """Place ``jobs`` in arrival (else row) order on an empty cluster and solve their rates.
 
     A snapshot of all jobs communicating at once (the testbed experiment of concurrent jobs);
     ``arrival`` and ``duration`` may be omitted. Jobs that do not fit get ``placed = False``.
+    ``ecmp``: the ECMP knobs ``qps`` and ``adaptive`` of an ECMP-routed policy.
 
     Returns
     -------
@@ -226,7 +244,7 @@ def steady_rates(cluster: LeafSpine, jobs, scheduler="ecmp", seed: int = 0) -> p
         if col not in jobs.columns:
             jobs[col] = default
     jobs = check_jobs(jobs, cluster)
-    sched = make_scheduler(scheduler, seed)
+    sched = make_scheduler(scheduler, seed, **ecmp)
     state = ClusterState(cluster)
     capacity = cluster.capacity
     C = float(cluster.link_gbps)
@@ -279,7 +297,7 @@ def _feasible_alone(scheduler, cluster, jobs):
 
 
 def simulate_cluster(cluster: LeafSpine, jobs, scheduler="vclos", seed: int = 0, *,
-             backfill: bool = False) -> Result:
+                     backfill: bool = False, **ecmp) -> Result:
     """Simulate FIFO scheduling of ``jobs`` on ``cluster`` with a placement policy.
 
     Parameters
@@ -288,12 +306,15 @@ def simulate_cluster(cluster: LeafSpine, jobs, scheduler="vclos", seed: int = 0,
     jobs : DataFrame or iterable of dict
         See :func:`check_jobs`.
     scheduler : str or scheduler object
-        ``"ecmp"``, ``"bestfit"``, ``"vclos"``, ``"ocs-vclos"`` (see
-        ``causalkit.systems.netsched.schedulers``).
+        ``"ecmp"``, ``"bestfit"``, ``"vclos-ecmp"``, ``"vclos"``, ``"ocs-vclos"``, ``"ideal"``
+        (see ``causalkit.systems.netsched.schedulers``).
     seed : int
         ECMP hash seed.
     backfill : bool
         If True a blocked queue head lets later jobs that fit start first.
+    **ecmp
+        ECMP knobs ``qps`` and ``adaptive`` of an ECMP-routed policy given by name
+        (:class:`~causalkit.systems.netsched.ECMP`).
 
     Returns
     -------
@@ -301,7 +322,7 @@ def simulate_cluster(cluster: LeafSpine, jobs, scheduler="vclos", seed: int = 0,
     """
     t_wall = time.perf_counter()
     jobs = check_jobs(jobs, cluster)
-    sched = make_scheduler(scheduler, seed)
+    sched = make_scheduler(scheduler, seed, **ecmp)
     _feasible_alone(sched, cluster, jobs)
     n = len(jobs)
     arrival = jobs["arrival"].to_numpy(float)

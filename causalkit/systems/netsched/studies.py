@@ -6,14 +6,23 @@
     ``S!/((S-k)! S^k)``; every replication gives an estimate with a Wilson 95% interval, so the
     summary reports bias and interval coverage.
 ``testbed``
-    A 32-GPU testbed twin (4 leaves x 8 GPUs x 8 spines): 2-8 concurrent jobs placed first-fit
-    with ECMP, or by vClos, all communicating at once; per trial the mean training-throughput
-    loss, the share of multi-leaf jobs slowed below line rate and the largest loss.
+    A 32-GPU testbed twin (4 leaves x 8 GPUs x 8 spines): 2-8 concurrent jobs all communicating
+    at once, placed and routed by every policy of :data:`TESTBED_POLICIES` (first fit + ECMP at
+    1-8 queue pairs per connection and with adaptive routing, best fit + ECMP, vClos placement +
+    ECMP, vClos); per trial the mean training-throughput loss, the share of multi-leaf jobs
+    slowed below line rate or by other jobs, the largest loss, and the calibration check: the
+    rate slowdown of a 16- and a 32-GPU job alone on the empty fabric under the same routing.
 ``large``
-    A 1,024-GPU cluster (128 leaves x 8 GPUs x 8 spines) running thousands of synthetic jobs at
-    several offered loads: average JCT / queueing delay of ECMP, best fit, vClos and OCS-vClos.
-    ``truth`` is the average JCT of the ideal fabric (no network constraints), so ``bias`` is the
-    excess JCT over the no-contention optimum.
+    A 128-GPU cluster (16 leaves x 8 GPUs x 8 spines, jobs of at most a quarter of it) running
+    synthetic traces at several offered loads under every policy of :data:`LARGE_POLICIES`.
+    Every run gets the queue-stability verdict of :mod:`.stability`; JCT and queueing delay are
+    averaged over the jobs arriving after the warm-up, and a paired change between two policies
+    is reported only where both are stable in every repetition. ``truth`` is the ideal fabric's
+    average JCT (no network constraints), so ``bias`` is the excess over the no-contention ideal.
+``fragmentation``
+    Cross-leaf jobs that do not fit one leaf (12 and 24 GPUs among 4-GPU jobs) on the 128-GPU
+    cluster: where vClos must find the *same* free spines on every leaf it uses and OCS-vClos only
+    needs free ports, with the share of time the queue head is blocked by the network alone.
 
 Each study function has the signature of :mod:`causalkit.studies`
 (``reps, seed, n_jobs, backend, scheduler, out, quick``) and returns its summary table.
@@ -30,15 +39,31 @@ import pandas as pd
 
 from causalkit.systems.netsched.routing import collision_free_probability, ecmp_collision_trials
 from causalkit.systems.netsched.sim import simulate_cluster, steady_rates
+from causalkit.systems.netsched.stability import post_warmup
 from causalkit.systems.netsched.topology import LeafSpine
-from causalkit.systems.netsched.traces import assign_models, synthetic_trace
+from causalkit.systems.netsched.traces import DEFAULT_SIZE_MIX, assign_models, synthetic_trace
 
-__all__ = ["COLLISION_CASES", "collision", "testbed", "large", "paired_change",
-           "wilson_interval"]
+__all__ = ["COLLISION_CASES", "TESTBED_POLICIES", "LARGE_POLICIES", "collision", "testbed",
+           "large", "fragmentation", "paired_change", "wilson_interval"]
 
 #: (flows k, uplinks S) of the collision study.
 COLLISION_CASES = ((2, 2), (4, 4), (4, 8), (8, 8), (8, 16), (16, 32))
-LARGE_SCHEDULERS = ("ecmp", "bestfit", "vclos", "ocs-vclos")
+#: Share of the arrival horizon discarded as warm-up in the large and fragmentation studies.
+WARMUP = 0.25
+#: label -> (scheduler, ECMP knobs) of the testbed-twin study.
+TESTBED_POLICIES = {
+    "ecmp": ("ecmp", {}), "ecmp-qps2": ("ecmp", {"qps": 2}), "ecmp-qps4": ("ecmp", {"qps": 4}),
+    "ecmp-qps8": ("ecmp", {"qps": 8}), "ecmp-adaptive": ("ecmp", {"adaptive": True}),
+    "bestfit": ("bestfit", {}), "vclos-ecmp": ("vclos-ecmp", {}), "vclos": ("vclos", {}),
+}
+#: label -> (scheduler, ECMP knobs) of the large study; ``bestfit`` is the main baseline.
+LARGE_POLICIES = {
+    "ecmp": ("ecmp", {}), "bestfit": ("bestfit", {}),
+    "bestfit-adaptive": ("bestfit", {"adaptive": True}), "vclos-ecmp": ("vclos-ecmp", {}),
+    "vclos": ("vclos", {}), "ocs-vclos": ("ocs-vclos", {}),
+}
+#: Baselines every large-study policy is compared with (paired, stable loads only).
+BASELINES = ("ecmp", "bestfit", "bestfit-adaptive", "vclos-ecmp", "vclos")
 
 
 def wilson_interval(p: float, n: int, z: float = 1.959963984540054):
@@ -114,8 +139,13 @@ def _twin_design(rng, cluster=TWIN):
     return {"truth": 0.0, "jobs": jobs, "seed": int(rng.integers(2**31)), "cluster": cluster}
 
 
-def _twin_estimate(data, policy):
-    out = steady_rates(data["cluster"], data["jobs"], policy, seed=data["seed"])
+def _alone_slowdown(cluster, n, policy, options, seed):
+    out = steady_rates(cluster, [{"n_gpus": n}], policy, seed=seed, **options)
+    return float(1.0 / out["rate_frac"].iloc[0])
+
+
+def _twin_estimate(data, policy, options):
+    out = steady_rates(data["cluster"], data["jobs"], policy, seed=data["seed"], **options)
     placed = out[out["placed"]]
     multi = placed[placed["n_leaves"] > 1]
     loss = 1 - placed["throughput_frac"]
@@ -127,14 +157,19 @@ def _twin_estimate(data, policy):
             "any_slowed": float(placed["slowed"].any()),
             "multi_leaf_jobs": float(len(multi)),
             "placed_frac": float(out["placed"].mean()),
-            "jobs": float(len(out))}
+            "jobs": float(len(out)),
+            "alone16_slowdown": _alone_slowdown(data["cluster"], 16, policy, options,
+                                                data["seed"]),
+            "alone32_slowdown": _alone_slowdown(data["cluster"], 32, policy, options,
+                                                data["seed"])}
 
 
 def testbed(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
             quick=False) -> pd.DataFrame:
-    """Collision slowdown on the 32-GPU testbed twin: ECMP (first fit) vs vClos."""
-    reps = reps or (30 if quick else 2000)
-    res = _run(_twin_design, {p: partial(_twin_estimate, policy=p) for p in ("ecmp", "vclos")},
+    """Collision slowdown on the 32-GPU testbed twin: ECMP knobs, best fit, vClos (calibration)."""
+    reps = reps or (30 if quick else 300)
+    res = _run(_twin_design, {label: partial(_twin_estimate, policy=p, options=o)
+                              for label, (p, o) in TESTBED_POLICIES.items()},
                reps, seed, n_jobs, backend, scheduler, out)
     rows = []
     for name, g in res.groupby("estimator", sort=True):
@@ -149,29 +184,55 @@ def testbed(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=
                      "max_throughput_loss": g["max_loss"].max(),
                      "p95_trial_max_loss": g["max_loss"].quantile(0.95),
                      "max_rate_loss": g["max_rate_loss"].max(),
-                     "placed_frac": g["placed_frac"].mean()})
+                     "placed_frac": g["placed_frac"].mean(),
+                     "alone16_slowdown": g["alone16_slowdown"].mean(),
+                     "se_alone16_slowdown": g["alone16_slowdown"].std(ddof=1)
+                     / math.sqrt(len(g)),
+                     "alone32_slowdown": g["alone32_slowdown"].mean(),
+                     "se_alone32_slowdown": g["alone32_slowdown"].std(ddof=1)
+                     / math.sqrt(len(g))})
     return pd.DataFrame(rows)
 
 
 # large simulation ------------------------------------------------------------------------------
-def _large_design(rng, cluster, n_jobs, load):
-    jobs = synthetic_trace(n_jobs, cluster, load, random_state=rng)
-    ideal = simulate_cluster(cluster, jobs, "ideal")
+def _quarter_mix(cluster):
+    """The default size mix cut at a quarter of the cluster (the 1,024-GPU mix tops at 256)."""
+    return {k: v for k, v in DEFAULT_SIZE_MIX.items() if k <= cluster.n_gpus // 4}
+
+
+def _window_metrics(res, warmup):
+    """Averages over the jobs arriving after the warm-up, plus the stability verdict."""
+    j = post_warmup(res.jobs, warmup)
+    trend = res.stability(warmup=warmup)
+    return {"avg_jct": float(j["jct"].mean()), "avg_jwt": float(j["jwt"].mean()),
+            "avg_slowdown": float(j["slowdown"].mean()),
+            "stable": float(trend["stable"]), "queue_slope_per_h": trend["queue_slope_per_h"],
+            "queue_slope_ci_lower": trend["queue_slope_ci_lower"],
+            "queue_slope_ci_upper": trend["queue_slope_ci_upper"],
+            "jwt_last_over_first": trend["jwt_last_over_first"]}
+
+
+def _large_design(rng, cluster, n_jobs, load, size_mix=None, warmup=WARMUP):
+    jobs = synthetic_trace(n_jobs, cluster, load, random_state=rng,
+                           size_mix=size_mix or _quarter_mix(cluster))
+    ideal = _window_metrics(simulate_cluster(cluster, jobs, "ideal"), warmup)
     seed = int(rng.integers(2**31))
     offered = (jobs["n_gpus"] * jobs["duration"]).sum() / (cluster.n_gpus * jobs["arrival"].max())
-    return {"truth": float(ideal.jobs["jct"].mean()), "jobs": jobs, "cluster": cluster,
-            "seed": seed, "ideal_jwt": float(ideal.jobs["jwt"].mean()),
-            "offered_load": float(offered)}
+    return {"truth": ideal["avg_jct"], "jobs": jobs, "cluster": cluster, "seed": seed,
+            "ideal_jwt": ideal["avg_jwt"], "ideal_stable": ideal["stable"],
+            "offered_load": float(offered), "warmup": warmup}
 
 
-def _large_estimate(data, policy):
+def _large_estimate(data, policy, options):
     c = data["cluster"].with_ocs(policy == "ocs-vclos")
-    s = simulate_cluster(c, data["jobs"], policy, seed=data["seed"]).to_dict()
-    keep = ("avg_jwt", "p95_jct", "avg_slowdown", "utilization", "fragmentation",
-            "network_blocked", "jain",
+    res = simulate_cluster(c, data["jobs"], policy, seed=data["seed"], **options)
+    s = res.to_dict()
+    w = _window_metrics(res, data["warmup"])
+    keep = ("p95_jct", "utilization", "fragmentation", "network_blocked", "jain",
             "contended_frac", "makespan", "wall_seconds", "flows_solved")
-    return {"estimate": s["avg_jct"], **{k: float(s[k]) for k in keep},
-            "ideal_jwt": data["ideal_jwt"], "offered_load": data["offered_load"]}
+    return {"estimate": w.pop("avg_jct"), **w, **{k: float(s[k]) for k in keep},
+            "ideal_jwt": data["ideal_jwt"], "ideal_stable": data["ideal_stable"],
+            "offered_load": data["offered_load"]}
 
 
 def paired_change(a, b) -> dict:
@@ -195,36 +256,51 @@ def paired_change(a, b) -> dict:
 
 def large(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
           quick=False, loads=None) -> pd.DataFrame:
-    """Average JCT and queueing delay across loads on the 1,024-GPU cluster (or 128 in quick)."""
+    """Average JCT and queueing delay across loads on 128 GPUs, stable loads only (64 in quick)."""
     if quick:
-        cluster, n, loads, reps = LeafSpine(16, 8, 8), 150, loads or (0.5, 0.9), reps or 2
+        cluster, n, loads, reps = LeafSpine(8, 8, 8), 120, loads or (0.3, 0.9), reps or 2
     else:
-        cluster, n, loads, reps = LeafSpine(128, 8, 8), 2000, \
-            loads or (0.1, 0.3, 0.5, 0.7, 0.9), reps or 5
+        cluster, n, loads, reps = LeafSpine(16, 8, 8), 400, \
+            loads or (0.2, 0.3, 0.5, 0.7, 0.9), reps or 4
     frames = []
     for load in loads:
         res = _run(partial(_large_design, cluster=cluster, n_jobs=n, load=load),
-                   {p: partial(_large_estimate, policy=p) for p in LARGE_SCHEDULERS},
+                   {label: partial(_large_estimate, policy=p, options=o)
+                    for label, (p, o) in LARGE_POLICIES.items()},
                    reps, seed, n_jobs, backend, scheduler, _part(out, f"load{load:g}"))
         frames.append(res.assign(load=load))
     return large_summary(pd.concat(frames, ignore_index=True), cluster.n_gpus, n)
 
 
-def large_summary(res: pd.DataFrame, n_gpus: int, n_jobs: int) -> pd.DataFrame:
-    """Per (load, scheduler): mean metrics with SEs and paired changes vs ECMP and vClos."""
+def _mean_se(x):
+    x = np.asarray(x, float)
+    return x.mean(), (x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else float("nan"))
+
+
+def large_summary(res: pd.DataFrame, n_gpus: int, n_jobs: int,
+                  baselines=BASELINES) -> pd.DataFrame:
+    """Per (load, policy): post-warm-up means with SEs, the stability verdicts and the paired
+    changes against every baseline (``jct_vs_B``, ``jwt_vs_B`` and their ``_se``; hyphens of
+    ``B`` become underscores), left NaN where either policy is unstable in some repetition."""
     rows = []
     for load, g in res.groupby("load", sort=True):
         wide = {name: gg.sort_values("rep") for name, gg in g.groupby("estimator")}
+        stable = {name: bool(gg["stable"].all()) for name, gg in wide.items()}
         for name, gg in wide.items():
-            r = len(gg)
-            row = {"load": load, "scheduler": name, "reps": r, "n_gpus": n_gpus,
-                   "n_jobs": n_jobs,
-                   "avg_jct_h": gg["estimate"].mean() / 3600,
-                   "se_avg_jct_h": gg["estimate"].std(ddof=1) / math.sqrt(r) / 3600,
-                   "avg_jwt_h": gg["avg_jwt"].mean() / 3600,
-                   "se_avg_jwt_h": gg["avg_jwt"].std(ddof=1) / math.sqrt(r) / 3600,
+            jct, jct_se = _mean_se(gg["estimate"] / 3600)
+            jwt, jwt_se = _mean_se(gg["avg_jwt"] / 3600)
+            row = {"load": load, "scheduler": name, "reps": len(gg), "n_gpus": n_gpus,
+                   "n_jobs": n_jobs, "stable": stable[name],
+                   "stable_reps": int(gg["stable"].sum()),
+                   "status": "stable" if stable[name] else "unstable",
+                   "queue_slope_per_h": gg["queue_slope_per_h"].mean(),
+                   "queue_slope_ci_lower_min": gg["queue_slope_ci_lower"].min(),
+                   "jwt_last_over_first": gg["jwt_last_over_first"].mean(),
+                   "avg_jct_h": jct, "se_avg_jct_h": jct_se,
+                   "avg_jwt_h": jwt, "se_avg_jwt_h": jwt_se,
                    "ideal_jct_h": gg["truth"].mean() / 3600,
                    "ideal_jwt_h": gg["ideal_jwt"].mean() / 3600,
+                   "ideal_stable": bool(gg["ideal_stable"].all()),
                    "jct_over_ideal": (gg["estimate"] / gg["truth"]).mean() - 1,
                    "realised_offered_load": gg["offered_load"].mean(),
                    "avg_slowdown": gg["avg_slowdown"].mean(),
@@ -234,11 +310,47 @@ def large_summary(res: pd.DataFrame, n_gpus: int, n_jobs: int) -> pd.DataFrame:
                    "jain": gg["jain"].mean(),
                    "contended_frac": gg["contended_frac"].mean(),
                    "sim_seconds": gg["wall_seconds"].mean()}
-            for base in ("ecmp", "bestfit", "vclos"):
-                if base in wide and base != name:
-                    for metric, col in (("jct", "estimate"), ("jwt", "avg_jwt")):
-                        pc = paired_change(wide[base][col].to_numpy(), gg[col].to_numpy())
-                        row[f"{metric}_vs_{base}"] = pc["change"]
-                        row[f"{metric}_vs_{base}_se"] = pc["se"]
+            for base in baselines:
+                if base not in wide or base == name:
+                    continue
+                both = stable[base] and stable[name]
+                for metric, col in (("jct", "estimate"), ("jwt", "avg_jwt")):
+                    pc = paired_change(wide[base][col].to_numpy(), gg[col].to_numpy())
+                    key = f"{metric}_vs_{base.replace('-', '_')}"
+                    row[key] = pc["change"] if both else float("nan")
+                    row[f"{key}_se"] = pc["se"] if both else float("nan")
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+# fragmentation ---------------------------------------------------------------------------------
+#: Job sizes of the fragmentation scenario: 10-, 12- and 20-GPU jobs never fit one 8-GPU leaf,
+#: and none but 6 and 12 split evenly over spine-aligned power-of-two groups.
+FRAGMENTATION_MIX = {6: 0.3, 10: 0.3, 12: 0.2, 20: 0.2}
+FRAGMENTATION_POLICIES = {"bestfit-adaptive": ("bestfit", {"adaptive": True}),
+                          "vclos": ("vclos", {}), "ocs-vclos": ("ocs-vclos", {})}
+
+
+def fragmentation(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
+                  quick=False, loads=None) -> pd.DataFrame:
+    """Cross-leaf jobs on 128 GPUs, non-blocking (8 spines) and 2:1 (4 spines): OCS vs vClos."""
+    if quick:
+        leaves, n, loads, reps = 8, 120, loads or (0.6,), reps or 2
+    else:
+        leaves, n, loads, reps = 16, 300, loads or (0.4, 0.6), reps or 3
+    tables = []
+    for spines in (8, 4):
+        cluster = LeafSpine(leaves, spines, 8)
+        frames = []
+        for load in loads:
+            res = _run(partial(_large_design, cluster=cluster, n_jobs=n, load=load,
+                               size_mix=FRAGMENTATION_MIX),
+                       {label: partial(_large_estimate, policy=p, options=o)
+                        for label, (p, o) in FRAGMENTATION_POLICIES.items()},
+                       reps, seed, n_jobs, backend, scheduler,
+                       _part(out, f"S{spines}_load{load:g}"))
+            frames.append(res.assign(load=load))
+        table = large_summary(pd.concat(frames, ignore_index=True), cluster.n_gpus, n,
+                              baselines=("bestfit-adaptive", "vclos"))
+        tables.append(table.assign(spines=spines))
+    return pd.concat(tables, ignore_index=True)
