@@ -261,7 +261,7 @@ def large(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=No
         cluster, n, loads, reps = LeafSpine(8, 8, 8), 120, loads or (0.3, 0.9), reps or 2
     else:
         cluster, n, loads, reps = LeafSpine(16, 8, 8), 400, \
-            loads or (0.2, 0.3, 0.5, 0.7, 0.9), reps or 4
+            loads or (0.2, 0.3, 0.4, 0.5, 0.7, 0.9), reps or 4
     frames = []
     for load in loads:
         res = _run(partial(_large_design, cluster=cluster, n_jobs=n, load=load),
