@@ -25,7 +25,8 @@
     needs free ports, with the share of time the queue head is blocked by the network alone.
 
 Each study function has the signature of :mod:`causalkit.studies`
-(``reps, seed, n_jobs, backend, scheduler, out, quick``) and returns its summary table.
+(``reps, seed, n_jobs, backend, scheduler, out, quick``), returns its summary table and, given
+``out``, writes it beside the results as ``<out stem>_summary.csv``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ def _part(out, tag):
     return out.with_name(f"{out.stem}_{tag}{out.suffix or '.csv'}")
 
 
+def _with_summary(table, out):
+    """Write the summary table beside the results file (``<out stem>_summary.csv``)."""
+    if out is not None:
+        table.to_csv(_part(out, "summary").with_suffix(".csv"), index=False)
+    return table
+
+
 def _run(design, estimators, reps, seed, n_jobs, backend, scheduler, out):
     from causalkit.simulation import run_study
     return run_study(design, estimators, reps, seed, n_jobs=n_jobs, backend=backend,
@@ -117,7 +125,7 @@ def collision(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, ou
                      "mc_se_bias": summ["mc_se_bias"], "coverage": summ["coverage"],
                      "mean_max_load": res["mean_max_load"].mean(), "reps": reps,
                      "trials_per_rep": trials})
-    return pd.DataFrame(rows)
+    return _with_summary(pd.DataFrame(rows), out)
 
 
 # testbed twin ----------------------------------------------------------------------------------
@@ -191,7 +199,7 @@ def testbed(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=
                      "alone32_slowdown": g["alone32_slowdown"].mean(),
                      "se_alone32_slowdown": g["alone32_slowdown"].std(ddof=1)
                      / math.sqrt(len(g))})
-    return pd.DataFrame(rows)
+    return _with_summary(pd.DataFrame(rows), out)
 
 
 # large simulation ------------------------------------------------------------------------------
@@ -269,7 +277,8 @@ def large(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=No
                     for label, (p, o) in LARGE_POLICIES.items()},
                    reps, seed, n_jobs, backend, scheduler, _part(out, f"load{load:g}"))
         frames.append(res.assign(load=load))
-    return large_summary(pd.concat(frames, ignore_index=True), cluster.n_gpus, n)
+    return _with_summary(large_summary(pd.concat(frames, ignore_index=True), cluster.n_gpus, n),
+                         out)
 
 
 def _mean_se(x):
@@ -353,4 +362,4 @@ def fragmentation(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None
         table = large_summary(pd.concat(frames, ignore_index=True), cluster.n_gpus, n,
                               baselines=("bestfit-adaptive", "vclos"))
         tables.append(table.assign(spines=spines))
-    return pd.concat(tables, ignore_index=True)
+    return _with_summary(pd.concat(tables, ignore_index=True), out)
