@@ -6,7 +6,10 @@ trained with tensor, pipeline (1F1B) and data parallelism and a ZeRO-1 sharded A
 streamed through a bounded staging buffer along an intersection plan, checksummed, committed at a
 step boundary); the checkpoint/restart baseline (torch.distributed.checkpoint + torchrun).
 Simulated part (labelled as such): ``causalkit.systems.elastic.simmodel``, a SimPy model for
-GPU-scale extrapolation.
+GPU-scale extrapolation, whose GPU parameters are calibrated to the paper's own downtimes (so its
+GPU rows restate the paper, they do not predict it). ``causalkit.systems.elastic.transfer_study``
+measures the downtime and its parts against the state size (up to gigabytes) and predicts the
+paper's settings from the fitted per-byte cost (``causalkit.systems.elastic.costfit``).
 
 Reference: Liu et al., "Fine-Grained Elasticity via Live Reconfiguration for Model Training",
 arXiv 2605.22014 (2026).

@@ -18,6 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--staging-kib", type=int, default=64,
                         help="staging bound per worker in KiB (live transfers)")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--state-mb", type=float, default=None,
+                        help="size the model so that parameters + Adam moments take about this "
+                             "many MiB (the MLP width grows; 12 sequences of 4 tokens per step); "
+                             "default: the small built-in model")
     add_shared_arguments(parser, reps_help="runs per mode (fresh processes each)", jobs=False)
     parser.add_argument("--plan-only", action="store_true",
                         help="print the resharding plans (no processes started)")
@@ -27,11 +31,15 @@ def run(args) -> int:
     import pandas as pd
 
     from .experiment import ElasticExperiment, parse_schedule
-    from .layout import ModelSpec
+    from .layout import ModelSpec, spec_for_state
     from .plan import reshard_plan
+    from .transfer_study import SPEC
 
-    spec = ModelSpec(dtype=args.dtype)
     try:
+        if args.state_mb is not None and not args.state_mb > 0:
+            raise ValueError(f"--state-mb must be > 0; got {args.state_mb}")
+        spec = ModelSpec(dtype=args.dtype) if args.state_mb is None else spec_for_state(
+            args.state_mb * 2**20, dtype=args.dtype, **SPEC)
         layouts = parse_schedule(args.schedule, spec)
         staging = args.staging_kib * 1024
         plans = [reshard_plan(a, b, spec, staging_bytes=staging).to_dict()
@@ -39,7 +47,8 @@ def run(args) -> int:
     except (ValueError, TypeError) as exc:
         print(f"causalkit systems elastic: {exc}", file=sys.stderr)
         return 2
-    print(f"model: {spec.n_params} parameters ({spec.dtype}); schedule: "
+    print(f"model: {spec.n_params} parameters ({spec.dtype}; state {spec.state_bytes / 2**20:.1f} "
+          f"MiB with Adam); schedule: "
           + " -> ".join(str(x) for x in layouts) + " (TPxPPxDP)")
     print(pd.DataFrame(plans).to_string(index=False))
     if args.plan_only:

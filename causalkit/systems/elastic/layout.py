@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 from causalkit._validation import check_positive_int
 
-__all__ = ["ParallelLayout", "ModelSpec", "TensorSpec", "even_split", "layout_for"]
+__all__ = ["ParallelLayout", "ModelSpec", "TensorSpec", "even_split", "layout_for",
+           "spec_for_state"]
 
 #: State kinds carried by a resize: the parameters and Adam's two moment buffers.
 STATE_KINDS = ("param", "exp_avg", "exp_avg_sq")
@@ -195,6 +196,12 @@ class ModelSpec:
             n += size
         return n
 
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of the state a resize carries: parameters and Adam's two moments
+        (``3 * n_params * itemsize``)."""
+        return len(STATE_KINDS) * self.n_params * self.itemsize
+
     def tensor(self, name: str) -> TensorSpec:
         for t in self.tensors:
             if t.name == name:
@@ -271,3 +278,22 @@ def layout_for(world_size: int, spec: ModelSpec) -> ParallelLayout:
                          f"(heads={spec.heads}, ffn={spec.ffn}, layers={spec.layers}, "
                          f"global_batch={spec.global_batch})")
     return min(candidates, key=lambda c: c[:3])[3]
+
+
+def spec_for_state(state_bytes: float, *, multiple: int = 12, **fields) -> ModelSpec:
+    """A :class:`ModelSpec` (``fields`` as given) whose carried state is about ``state_bytes``.
+
+    The state ``3 * n_params * itemsize`` is affine in the MLP width ``ffn``, so ``ffn`` is
+    solved for and rounded to a multiple of ``multiple`` (so that TP degrees dividing it stay
+    valid); every other field keeps its value. The state cannot be smaller than the model at
+    ``ffn = multiple``.
+    """
+    if isinstance(state_bytes, bool) or not isinstance(state_bytes, (int, float)) \
+            or not state_bytes > 0:
+        raise ValueError(f"state_bytes must be a positive number; got {state_bytes!r}")
+    multiple = check_positive_int(multiple, "multiple")
+    fields.pop("ffn", None)
+    lo = ModelSpec(ffn=multiple, **fields)
+    per_unit = ModelSpec(ffn=2 * multiple, **fields).state_bytes - lo.state_bytes
+    units = max(1, round(1 + (state_bytes - lo.state_bytes) / per_unit))
+    return ModelSpec(ffn=units * multiple, **fields)

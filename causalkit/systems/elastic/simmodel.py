@@ -12,9 +12,13 @@ scales this machine does not have (GPU clusters up to 1,024 GPUs, spot-instance 
 
 Phase durations come from a :class:`ProtocolParams`: either fitted to the real CPU runs
 (:func:`params_from_phases`, used to check the model against measurements) or the GPU-scale
-parameters of :func:`gpu_params`, calibrated to the numbers reported for LiveR (Liu et al., arXiv
+parameters of :func:`gpu_params`, CALIBRATED to the numbers reported for LiveR (Liu et al., arXiv
 2605.22014, 2026: GPT-30B on 32 A800 GPUs, about 5.8 s live vs about 150 s Megatron restart) and
-scaled by state size and GPU count. Outputs carry ``simulated=True``.
+scaled by state size and GPU count. Outputs carry ``simulated=True``. A GPU-scale run is
+therefore calibrated, not predicted: at the calibration point it returns the paper's own
+downtimes, and elsewhere the assumed scaling laws; it cannot confirm the paper's claims. A
+prediction from costs measured on this machine is made in
+:mod:`~causalkit.systems.elastic.transfer_study`.
 """
 
 from __future__ import annotations
@@ -156,7 +160,8 @@ def spot_trace(n_events: int, horizon_s: float, sizes, *, seed: int = 0):
 
 def gpu_params(n_params: float = 30e9, *, step_s: float = 10.0,
                bytes_per_param: float = 16.0) -> ProtocolParams:
-    """GPU-scale parameters, calibrated to the reported GPT-30B / 32-GPU numbers.
+    """GPU-scale parameters, CALIBRATED to the reported GPT-30B / 32-GPU numbers (the paper's
+    downtimes are inputs here, so a simulation with them is not a prediction of the paper).
 
     Assumptions (not measurements): mixed-precision Adam state of ``bytes_per_param`` = 16 B per
     parameter; a resize moves half of the state; the live fixed costs are the reported switch

@@ -9,6 +9,7 @@ falls back to); no worker ever holds a second copy of the whole model.
 
 from __future__ import annotations
 
+import time
 import zlib
 
 import numpy as np
@@ -48,18 +49,22 @@ def execute_plan(plan: Plan, me: int, comm, group_rank: dict[int, int], src_stat
     batch: the worker packs what it sends into contiguous send buffers, receives into receive
     buffers, waits for the batch, then copies the received pieces into place and frees the
     buffers, so its staging never exceeds the plan's bound. Returns the CRC32 of every piece it
-    sent (by destination worker) and received, and the staging bytes it actually allocated.
+    sent (by destination worker) and received, the staging bytes it actually allocated and
+    ``place_s``, the seconds spent writing pieces into the new layout's shards (local copies and
+    received buffers: the re-layout part of the transfer).
     """
     sent: dict[int, dict[int, int]] = {}
     received: dict[int, tuple[int, int]] = {}
-    peak = 0
+    peak, place_s = 0, 0.0
     mine = plan.for_worker(me)
     with torch.no_grad():
+        t0 = time.perf_counter()
         for t in mine:
             if t.local:
                 src, src_box = src_state[(t.kind, t.name)]
                 dst, dst_box = dst_state[(t.kind, t.name)]
                 dst[relative_slices(t.box, dst_box)] = src[relative_slices(t.box, src_box)]
+        place_s += time.perf_counter() - t0
         by_batch: dict[int, list] = {}
         for t in mine:
             if not t.local:
@@ -83,12 +88,14 @@ def execute_plan(plan: Plan, me: int, comm, group_rank: dict[int, int], src_stat
                 w.wait()
             for t, buf in recvs:
                 dst, dst_box = dst_state[(t.kind, t.name)]
+                t0 = time.perf_counter()
                 dst[relative_slices(t.box, dst_box)] = buf
+                place_s += time.perf_counter() - t0
                 received[t.task] = (t.src_worker, _crc(buf))
             del works, recvs
             if on_batch is not None:
                 on_batch(b)
-    return {"sent": sent, "received": received, "peak_staging_bytes": peak}
+    return {"sent": sent, "received": received, "peak_staging_bytes": peak, "place_s": place_s}
 
 
 def save_npz(path, state) -> None:

@@ -10,6 +10,14 @@ Definitions (all times from the workers' and coordinator's wall clocks on one ma
   processes exit), start + import (torchrun launch to imports done), rendezvous (groups built),
   load (DCP read + reshard), resume. Background preparation (live) overlaps training and is
   reported separately (``prepare_s``), not as downtime.
+* *reshape* of an event = seconds the last worker to finish its transfer (live) or its load
+  (restart) spent writing pieces into the new layout's shards (re-layout); it is part of the
+  transfer / load phase.
+* *parts* of the downtime (:func:`downtime_parts`, the same five for both modes): process start
+  (restart: start + import), state move (live: transfer + verify; restart: save + load; both
+  without the reshape), reshape, coordination (live: cut + commit; restart: teardown +
+  rendezvous) and resume (live: switch; restart: resume; both plus the warm-up excess). The
+  phases tile the pause, so the parts sum to the downtime up to floating-point rounding.
 * *goodput* = 1 - sum(downtime) / (last step end - first step start).
 """
 
@@ -25,15 +33,32 @@ from .layout import ModelSpec
 from .plan import relative_slices
 from .state import parse_box_key
 
-__all__ = ["phase_table", "loss_curve", "goodput", "assemble_dumps"]
+__all__ = ["phase_table", "downtime_parts", "loss_curve", "goodput", "assemble_dumps"]
 
 LIVE_PHASES = ("cut", "transfer", "verify", "commit", "switch")
 RESTART_PHASES = ("save", "teardown", "start_import", "rendezvous", "load", "resume")
+#: Downtime parts per mode: part -> the phase columns it sums ("-" subtracts one).
+PARTS = {
+    "live": {"process_start": (), "state_move": ("transfer", "verify", "-reshape"),
+             "reshape": ("reshape",), "coordination": ("cut", "commit"),
+             "resume": ("switch", "warmup_excess_s")},
+    "restart": {"process_start": ("start_import",), "state_move": ("save", "load", "-reshape"),
+                "reshape": ("reshape",), "coordination": ("teardown", "rendezvous"),
+                "resume": ("resume", "warmup_excess_s")},
+}
 
 
 def _first(df, ev, gen, how="max"):
     sel = df[(df.ev == ev) & (df.gen == gen)]
     return float(getattr(sel.t, how)()) if len(sel) else np.nan
+
+
+def _of_last(df, ev, gen, column) -> float:
+    """``column`` of the last ``ev`` event of ``gen`` (the worker that finished last)."""
+    sel = df[(df.ev == ev) & (df.gen == gen)]
+    if not len(sel) or column not in sel:
+        return np.nan
+    return float(sel.loc[sel.t.idxmax(), column])
 
 
 def _steps(df: pd.DataFrame) -> pd.DataFrame:
@@ -76,7 +101,8 @@ def phase_table(events: pd.DataFrame) -> pd.DataFrame:
             t_de = float(decision.t.iloc[0])
             if outcome == "commit":
                 row.update(cut=t_cut - t_last, transfer=t_te - t_cut, verify=t_ve - t_te,
-                           commit=t_de - t_ve, switch=t_resume - t_de)
+                           commit=t_de - t_ve, switch=t_resume - t_de,
+                           reshape=_of_last(df, "transfer_end", g, "place_s"))
             else:
                 row.update(cut=t_cut - t_last, transfer=t_de - t_cut, verify=np.nan,
                            commit=np.nan, switch=t_resume - t_de)
@@ -90,11 +116,36 @@ def phase_table(events: pd.DataFrame) -> pd.DataFrame:
             t_wb = _first(df, "world_built", g)
             t_ld = _first(df, "loaded", g)
             row.update(save=t_se - t_last, teardown=t_td - t_se, start_import=t_im - t_td,
-                       rendezvous=t_wb - t_im, load=t_ld - t_wb, resume=t_resume - t_ld)
+                       rendezvous=t_wb - t_im, load=t_ld - t_wb, resume=t_resume - t_ld,
+                       reshape=_of_last(df, "loaded", g, "place_s"))
         row.update(pause_s=t_resume - t_last, warmup_excess_s=excess,
                    downtime_s=t_resume - t_last + excess)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def downtime_parts(phases: pd.DataFrame) -> pd.DataFrame:
+    """The committed events of ``phases`` (rows of :func:`phase_table`, both modes, any extra
+    columns kept) with the five downtime parts (seconds, see the module docstring) and their
+    sum ``parts_sum_s`` added. A phase that was not measured (an older log without
+    ``reshape``) counts as zero."""
+    if "mode" not in phases or "downtime_s" not in phases:
+        raise ValueError("phases must be rows of phase_table (columns 'mode', 'downtime_s')")
+    keep = phases["downtime_s"].notna()
+    if "outcome" in phases:
+        keep &= phases["outcome"].fillna("commit") == "commit"
+    out = phases[keep].copy()
+
+    def value(row, column):
+        sign, column = (-1.0, column[1:]) if column.startswith("-") else (1.0, column)
+        return sign * float(row[column]) if column in row and pd.notna(row[column]) else 0.0
+
+    rows = [{part: sum(value(row, c) for c in cols) for part, cols in PARTS[row["mode"]].items()}
+            for _, row in out.iterrows()]
+    parts = pd.DataFrame(rows, index=out.index, columns=list(PARTS["live"]), dtype=float)
+    out[parts.columns] = parts
+    out["parts_sum_s"] = parts.sum(axis=1)
+    return out
 
 
 def loss_curve(events: pd.DataFrame) -> pd.DataFrame:

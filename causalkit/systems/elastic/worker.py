@@ -143,10 +143,10 @@ class Worker:
         self.log("world_built", gen=gen)
         self.stage, self.opt = self.make_stage(layout, self.active.rank, self.active.tp,
                                                self.active.dp, init=False)
-        self.load_checkpoint(g, layout)
+        place_s = self.load_checkpoint(g, layout)
         meta = json.loads(self.store.get(f"g{gen}/train_state").decode())
         self.step, self.next_cmd = meta["step"], meta["next_cmd"]
-        self.log("loaded", gen=gen)
+        self.log("loaded", gen=gen, place_s=place_s)
         self.train()
 
     # -- training loop -----------------------------------------------------------------------
@@ -259,7 +259,8 @@ class Worker:
                         os.kill(os.getpid(), signal.SIGKILL)
             ranks = {w: i for i, w in enumerate(res["union"])}
             stats = execute_plan(res["plan"], self.wid, res["xfer"], ranks, src, dst, on_batch)
-            self.log("transfer_end", gen=gen, peak_staging_bytes=stats["peak_staging_bytes"])
+            self.log("transfer_end", gen=gen, peak_staging_bytes=stats["peak_staging_bytes"],
+                     place_s=stats["place_s"])
             self.verify(gen, res, stats)
             if self.dump and dst:
                 save_npz(os.path.join(self.run_dir, f"dump-g{gen}-after-w{self.wid}.npz"), dst)
@@ -331,7 +332,10 @@ class Worker:
                            json.dumps({"step": self.step, "next_cmd": self.next_cmd}))
         self.log("save_end", gen=gen)
 
-    def load_checkpoint(self, g: dict, layout: ParallelLayout) -> None:
+    def load_checkpoint(self, g: dict, layout: ParallelLayout) -> float:
+        """Read this rank's pieces of the checkpoint of ``g`` and write them into the new
+        layout's shards; returns the seconds spent on the writing (the re-layout)."""
+        place_s = 0.0
         old_layout = ParallelLayout(**g["old_layout"])
         plan = reshard_plan(old_layout, layout, self.spec, staging_bytes=1 << 40,
                             source="primary")
@@ -344,12 +348,15 @@ class Worker:
                      for k, box in wanted.items()}
             dcp.load(state, checkpoint_id=os.path.join(self.run_dir, f"ckpt-g{g['gen']}",
                                                        f"rank{src}"), no_dist=True)
+            t0 = time.perf_counter()
             with torch.no_grad():
                 for t in pieces:
                     tensor, dst_box = dst[(t.kind, t.name)]
                     piece = state[box_key(t.kind, t.name, t.src_box)]
                     tensor[relative_slices(t.box, dst_box)] = piece[relative_slices(t.box,
                                                                                     t.src_box)]
+            place_s += time.perf_counter() - t0
+        return place_s
 
     def stage_dtype(self):
         return next(iter(self.stage.params.values())).dtype
