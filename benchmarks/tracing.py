@@ -64,7 +64,8 @@ def main(argv=None):
             print(f"n={n:>9,}: {1e3 * dt:8.2f} ms, {len(clusters)} clusters, "
                   f"{n / dt / 1e6:6.2f} M events/s")
 
-        print("\n== compression ratio, SIMULATED CUPTI-scale rank-step ==")
+        print("\n== compression ratio, SIMULATED CUPTI-scale rank-step (fixed kernel modes: the "
+              "ratio is proportional to the event count chosen, not a measured ratio) ==")
         for n in ((10_000,) if args.quick else (10_000, 100_000)):
             r = cupti_scale_window(n)
             print(f"{n:>7,} events: raw {r['raw_bytes'] / 1e6:.2f} MB -> {r['summary_bytes']} B, "

@@ -16,6 +16,14 @@
 4. Diagnosis time vs number of ranks: SIMULATED traces, 64 to 10,000 ranks.
 5. Calibration: the L2 threshold ``phase_rel`` set on 20 healthy 2-rank runs (false alarms at
    most 10 %, :func:`calibrate_phase_rel`), and the 2-rank cases rerun on their seeds with it.
+6. Summary formats (``--parts formats``, into ``formats/`` with its own MANIFEST.json): the
+   paper's 24-byte (count, p50, p99) cluster records against our quantile sketch on the same
+   real windows (tracer windows of a 2-rank run; the steps of a torch.profiler export read back
+   by the Kineto importer): bytes, ratios, p50 / p99 / W1 errors.
+
+The SIMULATED CUPTI-scale ratios of 3. grow with the number of events chosen per rank-step (a
+fixed set of kernel modes, so the summary size is nearly constant): they are proportional to
+that choice and are labelled so, not a measured compression ratio.
 
 Every part runs through the experiment engine (studies ``argus-cases``, ``argus-calibration``,
 ``argus-overhead``, ``argus-scaling`` of :mod:`causalkit.systems.tracing.studies`): runs are
@@ -57,9 +65,11 @@ from causalkit.systems.tracing.studies import (  # noqa: E402
     CASES,
     calibration_runs,
     case_runs,
+    format_runs,
     overhead_arms,
     scaling_runs,
     summarize_cases,
+    summarize_formats,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -103,20 +113,25 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=None,
                         help="results folder (default simulations/results/argus; --quick: "
                              "DIR/quick)")
-    parser.add_argument("--parts", default="cases,calibration,overhead,scaling",
+    parser.add_argument("--parts", default="cases,calibration,overhead,scaling,formats",
                         help="comma-separated subset of cases (with compression), calibration, "
-                             "overhead, scaling")
+                             "overhead, scaling, formats")
     parser.add_argument("--overwrite", action="store_true",
                         help="discard stored runs instead of resuming")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     out = Path(args.out) if args.out else HERE / "results" / "argus"
     out = out / "quick" if args.quick else out
+    parts = set(args.parts.split(","))
     with engine_options(overwrite=args.overwrite, params={"quick": args.quick}):
-        _run_parts(args, out)
-    write_manifest(out, study="argus", parts=args.parts, reps=args.reps, seed=args.seed,
-                   quick=args.quick, wall_seconds=round(time.perf_counter() - start, 3))
-    print(f"argus: results in {out}/ (provenance: MANIFEST.json)")
+        if parts - {"formats"}:
+            _run_parts(args, out)
+            write_manifest(out, study="argus", parts=args.parts, reps=args.reps, seed=args.seed,
+                           quick=args.quick, wall_seconds=round(time.perf_counter() - start, 3))
+            print(f"argus: results in {out}/ (provenance: MANIFEST.json)")
+        if "formats" in parts:
+            _formats(args.seed, out / "formats", args.quick, args.reps)
+            print(f"argus formats: results in {out / 'formats'}/ (provenance: MANIFEST.json)")
 
 
 def _run_parts(args, out: Path) -> None:
@@ -160,13 +175,28 @@ def _cases_and_compression(cases, reps, seed, raw, out, quick) -> None:
              "p99_err_max": float(errors["p99_err"].max()), "simulated": False}]
     for n in ((10_000,) if quick else (10_000, 100_000, 1_000_000)):
         r = cupti_scale_window(n, seed=0)
-        comp.append({"source": "CUPTI-scale rank-step (simulated)", "n_events": n,
+        comp.append({"source": "CUPTI-scale rank-step (SIMULATED; ratio proportional to the "
+                               "event count chosen)", "n_events": n,
                      "raw_bytes": r["raw_bytes"], "summary_bytes": r["summary_bytes"],
                      "ratio": r["ratio"], "p50_err_max": r["p50_err_max"],
                      "p99_err_max": r["p99_err_max"], "simulated": True})
     comp = pd.DataFrame(comp)
     comp.to_csv(out / "compression.csv", index=False)
     print(comp.round(1).to_string(index=False))
+
+
+def _formats(seed, folder: Path, quick: bool, reps) -> None:
+    """Both summary formats on the same real windows, in ``folder`` with its own manifest."""
+    start = time.perf_counter()
+    raw = folder / "runs"
+    raw.mkdir(parents=True, exist_ok=True)
+    windows, kernels = format_runs(reps, seed, out=raw / "formats.jsonl", quick=quick)
+    windows.to_csv(folder / "compression_formats_windows.csv", index=False)
+    summary = summarize_formats(windows, kernels)
+    summary.to_csv(folder / "compression_formats.csv", index=False)
+    print(summary.round(4).to_string(index=False))
+    write_manifest(folder, study="argus-formats", reps=reps, seed=seed, quick=quick,
+                   wall_seconds=round(time.perf_counter() - start, 3))
 
 
 def _calibration(seed, raw, out, quick) -> None:

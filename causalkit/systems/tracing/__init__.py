@@ -1,7 +1,9 @@
 """ARGUS-style always-on tracing and progressive diagnosis of data-parallel / pipeline training.
 
 Real on this host: torch.distributed (gloo) rank processes on 127.0.0.1, three tracing channels
-(phase timers, sampled CPU stacks, duty-cycled torch.profiler windows as the kernel channel),
+(phase timers, sampled CPU stacks, duty-cycled torch.profiler windows as the kernel channel; on a
+CUDA host, chosen automatically: CUDA-event timers on the compute and communication streams and
+CUDA kernel activity), an importer for torch.profiler Chrome/Kineto exports,
 a bounded producer queue that drops and counts on overflow, a per-rank processor writing SQLite,
 log-duration KDE compression of kernel events, and diagnosis levels L1-L3 with the
 culprit-vs-victim rule. Simulated (and labelled so): cluster-scale kernel streams
@@ -24,6 +26,7 @@ from causalkit.systems.tracing.compression import (
     quantile,
     round_trip_errors,
 )
+from causalkit.systems.tracing.device import CudaClock, HostClock, device_clock
 from causalkit.systems.tracing.diagnosis import Finding, Report, diagnose
 from causalkit.systems.tracing.events import (
     IterationSample,
@@ -33,10 +36,12 @@ from causalkit.systems.tracing.events import (
     TraceFileError,
 )
 from causalkit.systems.tracing.experiment import FAULTS, TrainingExperiment
+from causalkit.systems.tracing.kineto import KinetoTrace, kineto_store
 from causalkit.systems.tracing.store import MemoryStore, TraceStore
 from causalkit.systems.tracing.synthetic import SyntheticCluster, cupti_scale_window
-from causalkit.systems.tracing.tracefile import read_trace, write_trace
+from causalkit.systems.tracing.tracefile import read_kineto, read_trace, write_trace
 from causalkit.systems.tracing.tracer import Tracer
+from causalkit.systems.tracing.triples import format_errors, triple_bytes
 
 __all__ = [
     "Tracer", "TraceStore", "MemoryStore", "TrainingExperiment", "FAULTS",
@@ -46,5 +51,6 @@ __all__ = [
     "ClusterStats", "KernelGroupSummary", "KernelSummary",
     "diagnose", "Report", "Finding", "calibrate_phase_rel",
     "KernelEvent", "PhaseEvent", "StackSnapshot", "IterationSample", "TraceFileError",
-    "read_trace", "write_trace",
+    "read_trace", "write_trace", "read_kineto", "KinetoTrace", "kineto_store",
+    "HostClock", "CudaClock", "device_clock", "triple_bytes", "format_errors",
 ]

@@ -4,8 +4,8 @@ The field set follows the ARGUS event schema (Zhou et al., 2026, arXiv 2606.2037
 kernel activity, framework phases, CPU stack snapshots and per-rank iteration samples. All times
 are integers in nanoseconds. On CPU the "kernel" channel is the torch.profiler op stream (an aten
 op or a gloo span plays the part of a CUDA kernel); the phase channel uses
-``time.perf_counter_ns`` durations and ``time.time_ns`` wall-clock starts (the CPU stand-in for
-CUDA events, comparable across processes on one host).
+``time.perf_counter_ns`` durations (CUDA-event durations on a CUDA host) and ``time.time_ns``
+wall-clock starts (comparable across processes on one host).
 """
 
 from __future__ import annotations

@@ -23,6 +23,12 @@ seeds from ``SeedSequence([seed, rep])``, resumable stores, manifests through
 ``scaling``
     Diagnosis time and accuracy vs number of ranks on SIMULATED traces
     (:class:`~causalkit.systems.tracing.synthetic.SyntheticCluster`), 64 to 10,000 ranks.
+``compression_formats``
+    The paper's 24-byte (count, p50, p99) cluster records (:mod:`~causalkit.systems.tracing.
+    triples`) against our quantile sketch on the same real windows: the tracer's profiler windows
+    of a fault-free 2-rank run (raw windows kept) and the steps of a ``torch.profiler``
+    Chrome/Kineto export of a training loop, read back by the importer; bytes, ratios and the
+    p50 / p99 / W1 errors of each format.
 
 Each study function has the signature of :mod:`causalkit.studies`
 (``reps, seed, n_jobs, backend, scheduler, out, quick``) and returns its summary table.
@@ -39,7 +45,8 @@ import pandas as pd
 from causalkit.systems.tracing.experiment import TrainingExperiment
 
 __all__ = ["CASES", "case_name", "case_runs", "summarize_cases", "cases", "calibration_runs",
-           "calibration", "overhead_arms", "overhead", "scaling_runs", "scaling"]
+           "calibration", "overhead_arms", "overhead", "scaling_runs", "scaling",
+           "format_rows", "format_runs", "summarize_formats", "compression_formats"]
 
 #: (fault, world size, link mode); the real (tbf) link case runs only where root, ip and tc work.
 CASES = (("compute_straggler", 2, "emulated"), ("masked_straggler", 2, "emulated"),
@@ -230,3 +237,100 @@ def scaling(reps=None, seed: int = 2026, n_jobs: int = 1, backend="loky", schedu
         runs=("rep", "size"), median_diagnose_s=("diagnose_s", "median"),
         median_generate_s=("generate_s", "median"), precision=("precision", "mean"),
         recall=("recall", "mean"), simulated=("simulated", "all")).reset_index()
+
+
+# compression formats -----------------------------------------------------------------------------
+_FORMATS = ("sketch", "triple")
+
+
+def format_rows(source: str, events, summary) -> tuple[dict, list[dict]]:
+    """One window scored in both formats: the window row (events, bytes, ratios, error medians
+    and maxima over its kernel groups) and the per-kernel-group rows of
+    :func:`~causalkit.systems.tracing.triples.format_errors`."""
+    from causalkit.systems.tracing.triples import format_errors, triple_bytes
+
+    errors = format_errors(events, summary)
+    row = {"source": source, "rank": summary.groups[0].rank, "window": summary.window_id,
+           "n_events": len(events), "n_groups": len(summary.groups),
+           "n_clusters": summary.n_clusters, "scored_groups": len(errors),
+           "raw_bytes": summary.raw_bytes, "sketch_bytes": summary.summary_bytes,
+           "triple_bytes": len(triple_bytes(summary))}
+    for f in _FORMATS:
+        row[f"ratio_{f}"] = row["raw_bytes"] / row[f"{f}_bytes"]
+    kernels = errors.assign(source=source, window=summary.window_id).to_dict("records")
+    return row, kernels
+
+
+def _format_run(rng, rep, *, steps, export_steps):
+    """Both formats on the real windows of one fault-free 2-rank traced run and of one
+    torch.profiler export (one window per profiled step)."""
+    from causalkit.systems.tracing.capture import profile_training
+    from causalkit.systems.tracing.compression import compress
+    from causalkit.systems.tracing.store import TraceStore
+    from causalkit.systems.tracing.tracefile import read_kineto, read_trace
+
+    seed = int(rng.integers(2 ** 31 - 1))
+    windows, kernels = [], []
+    with tempfile.TemporaryDirectory(prefix="argus-formats-") as tmp:
+        TrainingExperiment(world_size=2, steps=steps, out_dir=tmp, keep_raw_windows=True,
+                           seed=seed).trace()
+        run = next(p for p in Path(tmp).iterdir() if p.is_dir())
+        for summary in TraceStore(run / "traces").kernel_summaries():
+            rank = summary.groups[0].rank
+            events, _ = read_trace(run / "raw" / f"rank{rank}_window{summary.window_id}.json.gz")
+            row, rows = format_rows("tracer windows (2-rank gloo run)", events, summary)
+            windows.append(row)
+            kernels += rows
+        trace = read_kineto(profile_training(Path(tmp) / "export.json", steps=export_steps,
+                                             seed=seed))
+        for step, events in trace.events.groupby("step", sort=True):
+            row, rows = format_rows("torch.profiler export (CPU)", events,
+                                    compress(events, window_id=int(step)))
+            windows.append(row)
+            kernels += rows
+    return {"windows": windows, "kernels": kernels}
+
+
+def format_runs(reps=None, seed: int = 2026, out=None,
+                quick: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Window rows and kernel-group rows of ``reps`` runs (full: 3 runs of 48 steps and
+    8-step exports; quick: 1 run of 40 steps and a 4-step export), stored as they finish."""
+    from causalkit.simulation import run_experiment
+
+    runs = run_experiment(partial(_format_run, steps=40 if quick else 48,
+                                  export_steps=4 if quick else 8), [{}],
+                          reps or (1 if quick else 3), seed, out=out, progress=False)
+    windows = [dict(w, rep=r) for r, ws in zip(runs["rep"], runs["windows"], strict=True)
+               for w in ws]
+    kernels = [dict(k, rep=r) for r, ks in zip(runs["rep"], runs["kernels"], strict=True)
+               for k in ks]
+    return pd.DataFrame(windows), pd.DataFrame(kernels)
+
+
+def summarize_formats(windows: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """One row per (source, format): windows, events, bytes, pooled ratio (total raw / total
+    summary bytes), median per-window ratio, and the median / 90th percentile / max over kernel
+    groups (>= 20 executions in a window) of the p50, p99 and W1 errors."""
+    rows = []
+    for source, w in windows.groupby("source", sort=False):
+        k = kernels[kernels["source"] == source]
+        for f in _FORMATS:
+            row = {"source": source, "format": f, "windows": len(w),
+                   "events": int(w["n_events"].sum()), "clusters": int(w["n_clusters"].sum()),
+                   "raw_bytes": int(w["raw_bytes"].sum()),
+                   "summary_bytes": int(w[f"{f}_bytes"].sum()),
+                   "ratio": w["raw_bytes"].sum() / w[f"{f}_bytes"].sum(),
+                   "median_window_ratio": float(w[f"ratio_{f}"].median()),
+                   "kernel_groups": len(k), "simulated": False}
+            for m in ("p50_err", "p99_err", "w1"):
+                v = k[f"{m}_{f}"]
+                row.update({f"{m}_median": float(v.median()), f"{m}_p90": float(v.quantile(0.9)),
+                            f"{m}_max": float(v.max())})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def compression_formats(reps=None, seed: int = 2026, n_jobs: int = 1, backend="loky",
+                        scheduler=None, out=None, quick: bool = False) -> pd.DataFrame:
+    """ARGUS summary formats (paper's 24-byte triples vs our sketch) on the same real windows."""
+    return summarize_formats(*format_runs(reps, seed, out, quick))

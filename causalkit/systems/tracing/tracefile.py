@@ -4,7 +4,10 @@ Each kernel event becomes one complete event ``{"ph": "X", "name", "pid": rank, 
 "ts": start_us, "dur": duration_us, "args": {"step"}}``. These files are the "cold" tier; the
 metrics store keeps only the compressed summaries. :func:`read_trace` validates everything it
 reads and raises :class:`~causalkit.systems.tracing.events.TraceFileError` naming the file for
-corrupt, truncated or foreign input.
+corrupt, truncated or foreign input. It also reads ``torch.profiler`` Chrome/Kineto exports
+(``prof.export_chrome_trace(path)``, plain or gzip) through
+:mod:`causalkit.systems.tracing.kineto`; :func:`read_kineto` gives the iterations and phases of
+such an export as well.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import pandas as pd
 
 from causalkit.systems.tracing.events import TraceFileError
 
-__all__ = ["encode_events", "encoded_size", "write_trace", "read_trace"]
+__all__ = ["encode_events", "encoded_size", "write_trace", "read_trace", "read_kineto"]
 _DOC_OPEN, _META_KEY = '{"traceEvents":[', '],"metadata":'
 _EVENT_FIXED = len('{"ph":"X","cat":"kernel","name":,"pid":,"tid":,"ts":,"dur":,"args":{"step":}}')
 
@@ -70,20 +73,8 @@ def write_trace(path, frame: pd.DataFrame, metadata: dict | None = None) -> Path
     return path
 
 
-def read_trace(path) -> tuple[pd.DataFrame, dict]:
-    """Read a trace written by :func:`write_trace` (plain or gzip JSON).
-
-    Returns
-    -------
-    (frame, metadata) : kernel events (name, stream, rank, step, start_ns, duration_ns), metadata.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist.
-    TraceFileError
-        If the file is truncated, not JSON, or its events lack required fields.
-    """
+def _load(path) -> tuple[Path, dict]:
+    """Decode a plain or gzip JSON trace file into a dict with a ``traceEvents`` list."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"trace file {str(path)!r} does not exist")
@@ -96,6 +87,62 @@ def read_trace(path) -> tuple[pd.DataFrame, dict]:
         raise TraceFileError(f"trace file {str(path)!r} is corrupt or truncated: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceFileError(f"trace file {str(path)!r} has no 'traceEvents' list")
+    return path, doc
+
+
+def read_kineto(path, *, rank: int | None = None, step: int = 0):
+    """Read a ``torch.profiler`` Chrome/Kineto export (plain or gzip JSON).
+
+    Returns
+    -------
+    KinetoTrace
+        Kernel events, iterations (``ProfilerStep#N`` spans), phases and metadata; see
+        :func:`causalkit.systems.tracing.kineto.parse_kineto` for ``rank`` and ``step``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    TraceFileError
+        If the file is truncated, not JSON, not a Kineto export, or an event is malformed.
+    """
+    from causalkit.systems.tracing.kineto import is_kineto, parse_kineto
+
+    path, doc = _load(path)
+    if not is_kineto(doc):
+        raise TraceFileError(f"trace file {str(path)!r} is not a torch.profiler (Kineto) export")
+    return parse_kineto(doc, source=str(path), rank=rank, step=step)
+
+
+def read_trace(path, *, rank: int | None = None) -> tuple[pd.DataFrame, dict]:
+    """Read a trace written by :func:`write_trace` or exported by ``torch.profiler`` (plain or
+    gzip JSON).
+
+    Parameters
+    ----------
+    path : str or Path
+    rank : int, optional
+        For a Kineto export, the rank of its events (default: its ``distributedInfo.rank``,
+        else 0); ignored for our own files, whose events carry their rank.
+
+    Returns
+    -------
+    (frame, metadata) : kernel events (name, stream, rank, step, start_ns, duration_ns; a Kineto
+        export adds ``category``), metadata.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    TraceFileError
+        If the file is truncated, not JSON, or its events lack required fields.
+    """
+    from causalkit.systems.tracing.kineto import is_kineto, parse_kineto
+
+    path, doc = _load(path)
+    if is_kineto(doc):
+        trace = parse_kineto(doc, source=str(path), rank=rank)
+        return trace.events, trace.meta
     rows = []
     for i, ev in enumerate(doc["traceEvents"]):
         if not isinstance(ev, dict) or ev.get("ph") != "X":

@@ -2,15 +2,18 @@
 
 Channels (each can be switched off without affecting the others):
 
-* ``"phases"`` (framework semantics, always on): ``perf_counter_ns`` timers around
-  :meth:`Tracer.phase` blocks and :meth:`Tracer.collective` calls, plus one
-  :class:`IterationSample` per :meth:`Tracer.step`. A collective's start is also taken on the
+* ``"phases"`` (framework semantics, always on): timers around :meth:`Tracer.phase` blocks
+  and :meth:`Tracer.collective` calls, plus one :class:`IterationSample` per
+  :meth:`Tracer.step`: ``perf_counter_ns`` on the CPU, CUDA events on the compute and
+  communication streams on a CUDA host (:mod:`causalkit.systems.tracing.device`; the processor
+  thread resolves their durations). A collective's start is also taken on the
   wall clock (``time.time_ns``) so the processor and diagnosis can see who arrived last.
 * ``"stacks"`` (CPU call stacks, always on): a daemon thread samples the training thread's
   Python stack every ``stack_interval_s`` from ``sys._current_frames()`` (the in-process
   stand-in for py-spy).
-* ``"kernels"`` (duty-cycled): a ``torch.profiler`` CPU window over ``profile_steps`` steps every
-  ``profile_every`` steps. On CPU an aten op (or a gloo span) is the "kernel". CUPTI's ~1-2 %
+* ``"kernels"`` (duty-cycled): a ``torch.profiler`` window over ``profile_steps`` steps every
+  ``profile_every`` steps. On CPU an aten op (or a gloo span) is the "kernel"; on a CUDA host
+  the window adds CUDA kernel activity. CUPTI's ~1-2 %
   always-on cost is not reproducible on CPU, where an always-on profiler costs far more, hence
   the duty cycle; its cost is reported separately from the always-on channels.
 
@@ -43,6 +46,7 @@ from pathlib import Path
 
 from causalkit._validation import check_positive_int
 from causalkit.exceptions import CausalkitWarning
+from causalkit.systems.tracing.device import Pending, device_clock, profiler_activities
 from causalkit.systems.tracing.store import TraceStore
 
 __all__ = ["Tracer", "route_group", "CHANNELS"]
@@ -78,7 +82,9 @@ class _StepTimer:
         return step
 
     def __exit__(self, *exc) -> bool:
-        duration = time.perf_counter_ns() - self.t0
+        return self._finish(time.perf_counter_ns() - self.t0)
+
+    def _finish(self, duration) -> bool:
         tr = self.tracer
         if tr._phases_on:
             tr._iteration_rows.append((tr.rank, self.step, self.wall, duration))
@@ -102,7 +108,9 @@ class _PhaseTimer:
         self.wall, self.t0 = time.time_ns(), time.perf_counter_ns()
 
     def __exit__(self, *exc) -> bool:
-        duration = time.perf_counter_ns() - self.t0
+        return self._finish(time.perf_counter_ns() - self.t0)
+
+    def _finish(self, duration) -> bool:
         tr, name, group = self.tracer, self.name, self.group
         if group is None:
             group = tr._group_of.get(name)
@@ -116,7 +124,43 @@ class _PhaseTimer:
         return False
 
 
+class _DeviceStepTimer(_StepTimer):
+    """:class:`_StepTimer` timed by the tracer's device clock (duration resolved later)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> int:
+        step = super().__enter__()
+        self.t0 = self.tracer._clock.mark()
+        return step
+
+    def __exit__(self, *exc) -> bool:
+        clock = self.tracer._clock
+        return self._finish(Pending(clock, self.t0, clock.mark()))
+
+
+class _DevicePhaseTimer(_PhaseTimer):
+    """:class:`_PhaseTimer` timed by the tracer's device clock (duration resolved later)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        self.wall, self.t0 = time.time_ns(), self.tracer._clock.mark()
+
+    def __exit__(self, *exc) -> bool:
+        clock = self.tracer._clock
+        return self._finish(Pending(clock, self.t0, clock.mark()))
+
+
 _UNTIMED = nullcontext()
+#: Position of the duration in a row of each buffered table.
+_DURATION_AT = {"iterations": 3, "phases": 5}
+
+
+def _resolved(rows: list, at: int) -> list:
+    """Rows with each deferred device duration (:class:`Pending`) replaced by its value."""
+    return [r[:at] + (r[at].resolve(),) + r[at + 1:] if isinstance(r[at], Pending) else r
+            for r in rows]
 
 
 class _Window:
@@ -162,6 +206,11 @@ class Tracer:
         Stored in the metadata.
     compress_options : dict, optional
         Keyword arguments of :func:`cluster_durations`.
+    device : {"auto", "cpu", "cuda"} or clock
+        How phases are timed and what the kernel channel profiles
+        (:func:`~causalkit.systems.tracing.device.device_clock`): ``"auto"`` uses CUDA events
+        on the compute and communication streams and CUDA kernel activity when
+        ``torch.cuda.is_available()``, ``perf_counter_ns`` and CPU ops otherwise.
 
     Attributes
     ----------
@@ -185,7 +234,8 @@ class Tracer:
                  channels=CHANNELS, stack_interval_s: float = 0.05, profile_every: int = 10,
                  profile_steps: int = 1, queue_size: int = 8192, batch_size: int = 256,
                  raw_trace_dir=None,
-                 flush_interval_s: float = 0.25, job_id: str = "job", compress_options=None):
+                 flush_interval_s: float = 0.25, job_id: str = "job", compress_options=None,
+                 device="auto"):
         self.store = store if isinstance(store, TraceStore) else TraceStore(store)
         self.world_size = check_positive_int(world_size, "world_size")
         if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.world_size:
@@ -213,6 +263,8 @@ class Tracer:
         self.flush_interval_s = float(flush_interval_s)
         self.job_id = str(job_id)
         self.compress_options = dict(compress_options or {})
+        self._clock = device_clock(device)
+        self.device = self._clock.name
         self.emitted_: Counter = Counter()
         self.dropped_: Counter = Counter()
         self.written_: Counter = Counter()
@@ -336,12 +388,14 @@ class Tracer:
     def step(self) -> _StepTimer:
         """Time one training iteration (and open/close profiler windows on the duty cycle);
         ``with tracer.step() as i`` gives the step index."""
-        return _StepTimer(self)
+        return _DeviceStepTimer(self) if self._clock.deferred else _StepTimer(self)
 
     def phase(self, name: str, group: str | None = None, nbytes: int = 0):
         """Time a framework phase (forward, backward, optimizer, mlp, ...) of the current step."""
         if not self._phases_on:
             return _UNTIMED
+        if self._clock.deferred:
+            return _DevicePhaseTimer(self, name, group, nbytes)
         return _PhaseTimer(self, name, group, nbytes)
 
     def collective(self, name: str, fn, *args, group: str | None = None, nbytes: int = 0,
@@ -351,11 +405,12 @@ class Tracer:
         If ``fn`` returns a work handle (``async_op=True``), it is waited on inside the timer, so
         the phase spans arrival to completion (the time gloo's worker thread takes, including the
         wait for the last peer). The call also appears in profiler windows as
-        ``collective:<name>``.
+        ``collective:<name>``. With CUDA it is issued and timed on the clock's communication
+        stream (:meth:`CudaClock.comm <causalkit.systems.tracing.device.CudaClock.comm>`).
         """
         import torch
 
-        with self.phase(name, group=group, nbytes=nbytes), \
+        with self._clock.comm(), self.phase(name, group=group, nbytes=nbytes), \
                 torch.profiler.record_function(f"collective:{name}"):
             result = fn(*args, **kwargs)
             if hasattr(result, "wait") and callable(result.wait):
@@ -367,18 +422,18 @@ class Tracer:
         """Open and close one empty profiler session: the first one in a process initialises
         the profiling backend (about 1-2 s), which must not land inside a traced step."""
         try:
-            from torch.profiler import ProfilerActivity, profile
+            from torch.profiler import profile
 
-            with profile(activities=[ProfilerActivity.CPU]):
+            with profile(activities=profiler_activities(self._clock)):
                 pass
         except Exception as exc:  # noqa: BLE001
             self._error(exc)
 
     def _begin_window(self, step: int) -> None:
         try:
-            from torch.profiler import ProfilerActivity, profile
+            from torch.profiler import profile
 
-            prof = profile(activities=[ProfilerActivity.CPU])
+            prof = profile(activities=profiler_activities(self._clock))
             prof.__enter__()
             self._window = _Window(prof, step, self._window_id, threading.get_ident())
             self._window_id += 1
@@ -437,7 +492,7 @@ class Tracer:
             writer.set_meta({"job_id": self.job_id, "rank": self.rank,
                              "world_size": self.world_size, "groups": self.groups,
                              "channels": list(self.channels),
-                             "profile_every": self.profile_every,
+                             "profile_every": self.profile_every, "device": self.device,
                              "profile_steps": self.profile_steps})
         except Exception as exc:  # noqa: BLE001
             self._error(exc)
@@ -470,6 +525,8 @@ class Tracer:
             try:
                 if writer is None:
                     raise RuntimeError("trace store writer unavailable")
+                if self._clock.deferred and table in _DURATION_AT:
+                    rows[:] = _resolved(rows, _DURATION_AT[table])
                 writer.write(table, rows)
                 self.written_[table] += len(rows)
             except Exception as exc:  # noqa: BLE001
