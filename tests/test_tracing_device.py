@@ -92,13 +92,14 @@ def test_clock_selection():
     assert profiler_activities(CudaClock(FakeCuda())) == [ProfilerActivity.CPU,
                                                           ProfilerActivity.CUDA]
     assert profiler_activities(HostClock()) == [ProfilerActivity.CPU]
-    # this host has no CUDA: the default stays the CPU path
-    assert Tracer.__init__.__kwdefaults__["device"] == "auto"
 
 
-def test_cpu_default_is_the_host_clock(tmp_path):
+def test_default_clock_follows_cuda_availability(tmp_path):
+    import torch
+
     tr = Tracer(tmp_path, channels=("phases",))
-    assert tr.device == "cpu" and isinstance(tr._clock, HostClock)
+    assert tr.device == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert isinstance(Tracer(tmp_path, channels=("phases",), device="cpu")._clock, HostClock)
 
 
 def test_cuda_path_times_phases_with_events_on_their_streams(tmp_path):

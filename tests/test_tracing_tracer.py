@@ -39,7 +39,8 @@ def _train(tracer, steps=12):
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
     root = tmp_path_factory.mktemp("trace")
-    tr = Tracer(root / "store", profile_every=8, profile_steps=4, raw_trace_dir=root / "raw",
+    tr = Tracer(root / "store", device="cpu", profile_every=8, profile_steps=4,
+                raw_trace_dir=root / "raw",
                 stack_interval_s=0.005)
     with tr:
         _train(tr, 16)
@@ -82,7 +83,7 @@ def test_real_window_round_trip(traced):
 
 
 def test_pause_records_nothing_and_keeps_the_step_count(tmp_path):
-    tr = Tracer(tmp_path / "store", profile_every=2, stack_interval_s=0.002)
+    tr = Tracer(tmp_path / "store", device="cpu", profile_every=2, stack_interval_s=0.002)
     with tr:
         _train(tr, 4)                                  # steps 0-3, windows at 0 and 2
         tr.pause()
@@ -101,7 +102,8 @@ def test_pause_records_nothing_and_keeps_the_step_count(tmp_path):
 
 
 def test_overflow_drops_and_counts(tmp_path):
-    tr = Tracer(tmp_path / "s", channels=("phases",), queue_size=8, flush_interval_s=0.05)
+    tr = Tracer(tmp_path / "s", channels=("phases",), queue_size=8, flush_interval_s=0.05,
+                device="cpu")
     with tr, tr.step():
         for _ in range(20000):
             with tr.phase("forward"):
@@ -117,7 +119,7 @@ def test_overflow_drops_and_counts(tmp_path):
 def test_store_failure_never_breaks_training(tmp_path):
     blocker = tmp_path / "not_a_dir"
     blocker.write_text("x")
-    tr = Tracer(blocker, channels=("phases", "stacks"))
+    tr = Tracer(blocker, channels=("phases", "stacks"), device="cpu")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with tr:

@@ -121,9 +121,9 @@ def _tracer(config: str, store: Path, profile_every: int):
 
     if config == "off":
         return None
-    if config == "always_on":
-        return Tracer(store, channels=("phases", "stacks"))
-    return Tracer(store, channels=CHANNELS,
+    if config == "always_on":             # the measured loop runs on the CPU
+        return Tracer(store, channels=("phases", "stacks"), device="cpu")
+    return Tracer(store, channels=CHANNELS, device="cpu",
                   profile_every=profile_every if config == "duty_cycled" else 1)
 
 
@@ -278,7 +278,7 @@ def channel_costs(n: int = 20000) -> dict:
     n = check_positive_int(n, "n")
     with tempfile.TemporaryDirectory(prefix="argus-cost-") as tmp:
         tr = Tracer(Path(tmp) / "s", channels=("phases",), queue_size=n + 10,
-                    flush_interval_s=0.05)
+                    flush_interval_s=0.05, device="cpu")
         with tr:
             with tr.step():
                 c0, t0 = time.process_time_ns(), time.thread_time_ns()

@@ -121,7 +121,8 @@ def _tracer(rank: int, cfg, groups):
     return Tracer(cfg["store"], rank=rank, world_size=cfg["world_size"], groups=groups,
                   channels=cfg["channels"], profile_every=cfg["profile_every"],
                   stack_interval_s=cfg["stack_interval_s"], queue_size=cfg["queue_size"],
-                  raw_trace_dir=cfg.get("raw_trace_dir"), job_id=cfg["job_id"])
+                  raw_trace_dir=cfg.get("raw_trace_dir"), job_id=cfg["job_id"],
+                  device="cpu")               # the rank trains on the CPU (gloo)
 
 
 def _compile_stall(x):
