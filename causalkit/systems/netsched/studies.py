@@ -59,12 +59,14 @@ TESTBED_POLICIES = {
 }
 #: label -> (scheduler, ECMP knobs) of the large study; ``bestfit`` is the main baseline.
 LARGE_POLICIES = {
-    "ecmp": ("ecmp", {}), "bestfit": ("bestfit", {}),
+    "ecmp": ("ecmp", {}), "bestfit": ("bestfit", {}), "bestfit-qps4": ("bestfit", {"qps": 4}),
     "bestfit-adaptive": ("bestfit", {"adaptive": True}), "vclos-ecmp": ("vclos-ecmp", {}),
-    "vclos": ("vclos", {}), "ocs-vclos": ("ocs-vclos", {}),
+    "vclos-ecmp-qps4": ("vclos-ecmp", {"qps": 4}), "vclos": ("vclos", {}),
+    "ocs-vclos": ("ocs-vclos", {}),
 }
 #: Baselines every large-study policy is compared with (paired, stable loads only).
-BASELINES = ("ecmp", "bestfit", "bestfit-adaptive", "vclos-ecmp", "vclos")
+BASELINES = ("ecmp", "bestfit", "bestfit-qps4", "bestfit-adaptive", "vclos-ecmp",
+             "vclos-ecmp-qps4", "vclos")
 
 
 def wilson_interval(p: float, n: int, z: float = 1.959963984540054):
