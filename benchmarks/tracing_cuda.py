@@ -187,10 +187,10 @@ def main(argv=None) -> int:
         packed = gzip.compress(export.read_bytes(), compresslevel=6)
         if len(packed) < 4_500_000:
             (out / "export.json.gz").write_bytes(packed)
-    if summary["process_group"] in ("nccl", "gloo"):
-        import torch.distributed as dist
+        if summary["process_group"] in ("nccl", "gloo"):     # before its store file goes
+            import torch.distributed as dist
 
-        dist.destroy_process_group()
+            dist.destroy_process_group()
     summary["imported_econml_or_faiss"] = sorted(m for m in ("econml", "faiss")
                                                  if m in sys.modules)
     summary["wall_s"] = time.perf_counter() - start

@@ -158,3 +158,37 @@ def test_kernel_channel_names_cuda_streams():
     pd.testing.assert_series_equal(frame["duration_ns"], pd.Series([50, 60, 70, 9, 99]),
                                    check_names=False, check_dtype=False)
     assert np.all(frame["rank"] == 2)
+
+
+def _cuda_benchmark():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "tracing_cuda.py"
+    spec = importlib.util.spec_from_file_location("tracing_cuda", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cuda_benchmark_refuses_to_run_without_cuda(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    assert _cuda_benchmark().main(["--out", str(tmp_path)]) == 1
+    assert "CUDA is not available" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_cuda_benchmark_cpu_path(tmp_path):
+    import json
+
+    assert _cuda_benchmark().main(["--out", str(tmp_path), "--allow-cpu", "--steps", "24"]) == 0
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) <= 6 and "summary.json" in files and "MANIFEST.json" in files
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["device"] == "cpu" and summary["process_group"] == "gloo"
+    formats = pd.read_csv(tmp_path / "compression_formats.csv")
+    assert set(formats["format"]) == {"sketch", "triple"}
