@@ -148,25 +148,47 @@ def _argus(folder: Path) -> list[dict]:
             "yes: untraced training is the reference of an overhead", evidence_cpu,
             f"CPU steps of {ov.loc['off', 'mean_ms']:.0f} ms; the paper's 8- and 32-GPU jobs "
             "time CUDA kernels"))
-    real = comp[~comp["simulated"].astype(bool) & comp["ratio"].notna()].iloc[0]
-    rows.append(_row(
-        "kernel-event compression ratio per rank-step", "~3,700x (10 MB -> 2.7 KB)", "R",
-        real["ratio"], f"{real['ratio']:,.1f}x", real["source"],
-        "raw profiler events of the same windows", "n/a (a ratio, not a contest)",
-        "real (CPU profiler windows)",
-        "real CPU windows hold few events per kernel; our summary is a quantile sketch, the "
-        "paper's a 24-byte (count, p50, p99) triple per cluster"))
+    formats = pd.read_csv(folder / "formats" / "compression_formats.csv")
+    fmt_name = {"triple": "the paper's 24-byte (count, p50, p99) triples",
+                "sketch": "our quantile sketch"}
+    for r in formats.itertuples(index=False):
+        per_cluster = r.events / r.clusters
+        rows.append(_row(
+            f"kernel-event compression ratio per rank-step, {fmt_name[r.format]}",
+            "~3,700x (10 MB -> 2.7 KB)", "R", r.ratio, f"{r.ratio:,.1f}x",
+            f"{r.source}: {int(r.windows)} windows, {int(r.events):,} events in "
+            f"{int(r.clusters):,} clusters ({per_cluster:.1f} per cluster)",
+            "raw events of the same windows", "n/a (a ratio, not a contest)",
+            "real (CPU windows)" if not bool(r.simulated) else "simulated",
+            "the paper's 10 MB per rank-step fall into about 115 clusters (its byte count, "
+            "reconstructed), hundreds of events per cluster; here kernel names and headers "
+            "dominate the summary, so both formats give similar ratios"))
+    for r in formats[formats["format"] == "triple"].itertuples(index=False):
+        sketch = formats[(formats["source"] == r.source) & (formats["format"] == "sketch")]
+        sketch_err = float(sketch["p50_err_p90"].iloc[0])
+        rows.append(_row(
+            "the summary keeps each kernel's typical time (p50 relative error, 90th percentile "
+            "over kernels)", "implied (the triple stores p50)", "R", r.p50_err_p90,
+            f"{r.p50_err_p90:.1%} (sketch {sketch_err:.1%})",
+            f"{r.source}: kernels with at least 20 events per window; the triple's quantiles "
+            "read from a log-normal per cluster", "our quantile sketch on the same windows",
+            "n/a (fidelity of the stored summary)", "real (CPU windows)",
+            "a triple fixes one log-normal per cluster, which misplaces a kernel's quantiles "
+            "when it spans several clusters or has a heavy tail; the wire layout of the "
+            "paper's triple is reconstructed"))
     sim = comp[comp["simulated"].astype(bool)].copy()
+    per_event = sim["ratio"] / sim["n_events"]
     sim = sim.iloc[[int(np.argmin(np.abs(sim["raw_bytes"] - 10e6)))]].iloc[0]
     rows.append(_row(
-        "kernel-event compression ratio per rank-step", "~3,700x (10 MB -> 2.7 KB)", "R",
-        sim["ratio"], f"{sim['ratio']:,.0f}x",
+        "kernel-event compression ratio per rank-step (simulated CUPTI-scale window)",
+        "~3,700x (10 MB -> 2.7 KB)", "R", sim["ratio"], f"{sim['ratio']:,.0f}x",
         f"{sim['source']}: {int(sim['n_events']):,} events, "
         f"{sim['raw_bytes'] / 1e6:.1f} MB -> {sim['summary_bytes'] / 1e3:.2f} KB",
         "raw events of the same window", "n/a (a ratio, not a contest)",
         "simulated (synthetic kernel stream)",
-        "few kernel names: the ratio grows with the event count chosen (issue 21), so it "
-        "matches the paper only by construction"))
+        f"not a result: with a fixed set of kernel names the ratio is proportional to the "
+        f"event count chosen (ratio / events {per_event.min():.3f}-{per_event.max():.3f} over "
+        f"{len(per_event)} window sizes)"))
     for r in cases.itertuples(index=False):
         if r.fault == "none":
             rows.append(_row(
