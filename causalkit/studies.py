@@ -50,6 +50,7 @@ STUDIES = {
     "vclos-collision": ("causalkit.systems.netsched.studies", "collision"),
     "vclos-testbed": ("causalkit.systems.netsched.studies", "testbed"),
     "vclos-large": ("causalkit.systems.netsched.studies", "large"),
+    "vclos-fragmentation": ("causalkit.systems.netsched.studies", "fragmentation"),
     "smartann-designs": ("causalkit.systems.ann.studies", "designs"),
     "argus-cases": ("causalkit.systems.tracing.studies", "cases"),
     "argus-calibration": ("causalkit.systems.tracing.studies", "calibration"),

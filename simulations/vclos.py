@@ -1,22 +1,32 @@
-"""vClos study on the simulated leaf-spine cluster (causalkit.systems.netsched).
+"""vClos studies on the simulated leaf-spine cluster (causalkit.systems.netsched).
 
-Parts (all simulated; nothing runs on real switches or GPUs):
+Parts, each a registered study of the experiment engine (all simulated; nothing runs on real
+switches or GPUs):
 
-1. ``collision``: ECMP collision-free probability, Monte Carlo of the package's hash vs the closed
-   form S!/((S-k)! S^k), with Wilson-interval coverage.
-2. ``testbed``: 32-GPU testbed twin (4 leaves x 8 GPUs x 8 spines), 2-8 concurrent jobs,
-   throughput loss from collisions under first fit + ECMP vs vClos.
-3. ``large``: 1,024 GPUs (128 leaves x 8 x 8 spines), 2,000 jobs per trace, offered loads
-   0.3-0.9: average JCT and queueing delay of ECMP, best fit, vClos and OCS-vClos, plus the
-   no-contention ideal; side by side with the published numbers.
+1. ``collision`` (``vclos-collision``): ECMP collision-free probability, Monte Carlo of the
+   package's hash vs the closed form S!/((S-k)! S^k), with Wilson-interval coverage.
+2. ``testbed`` (``vclos-testbed``): the paper's 32-GPU testbed twin (4 leaves x 8 GPUs x 8
+   spines), 2-8 concurrent jobs under first fit + ECMP at 1-8 queue pairs per connection and with
+   adaptive routing, best fit + ECMP, vClos placement + ECMP and vClos; the calibration check is
+   the slowdown of a job alone on the empty fabric under each ECMP knob.
+3. ``large`` (``vclos-large``): 128 GPUs (16 leaves x 8 GPUs x 8 spines), synthetic traces at
+   offered loads 0.2-0.9 under first fit + ECMP, best fit + ECMP (1 and 4 queue pairs, adaptive
+   routing), vClos placement + ECMP (1 and 4 queue pairs), vClos and OCS-vClos. Every run gets a
+   queue-stability verdict (queue-length trend after a warm-up); paired JCT changes are reported
+   only where both policies are stable in every repetition.
+4. ``fragmentation`` (``vclos-fragmentation``): cross-leaf jobs that never fit one leaf on the
+   128-GPU cluster, non-blocking (8 spines) and 2:1 oversubscribed (4 spines): OCS-vClos vs vClos
+   vs best fit + adaptive routing.
 
 Usage::
 
-    python simulations/vclos.py            # full size, writes simulations/results/vclos/
-    python simulations/vclos.py --quick    # seconds; writes simulations/results/vclos/quick/
+    python simulations/vclos.py                  # full size, into simulations/results/vclos/
+    python simulations/vclos.py --quick          # seconds; into simulations/results/vclos/quick/
+    python simulations/vclos.py --figures-only   # redraw the figures from the stored summaries
 
-Replications are stored in ``raw/*.jsonl`` as they finish (the experiment engine); a rerun
-resumes, ``--overwrite`` starts afresh, and ``MANIFEST.json`` records the provenance.
+Each study runs into its own folder ``vclos-PART/`` (replications stored as they finish, a rerun
+resumes, ``--overwrite`` starts afresh, a ``MANIFEST.json`` per folder). The figures are drawn from
+the folders' ``vclos-PART_summary.csv`` tables; the top-level ``MANIFEST.json`` lists them.
 """
 
 from __future__ import annotations
@@ -25,28 +35,25 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+import matplotlib
 
-from causalkit.simulation import engine_options, load_results
-from causalkit.studies import add_study_arguments, write_manifest
-from causalkit.systems.netsched import studies
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from causalkit.studies import add_study_arguments, run_named_study, write_manifest  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-#: Published numbers ([P] journal abstract, [S] third-party reading notes of the arXiv text).
-PAPER = {
-    "jct_change_vclos_vs_ecmp_heavy": (-0.676, "P: journal abstract, testbed + trace simulation"),
-    "jwt_change_ocs_vclos": (-0.6565, "S: notes on arXiv text; baseline not stated"),
-    "jct_ocs_vclos_over_ideal": (0.0338, "S: notes on arXiv text"),
-    "testbed_contention_probability": (0.315, "S: notes on arXiv text, 32 x V100"),
-    "testbed_slowed_probability": (0.315, "S: same number; the paper's definition is unknown"),
-    "testbed_max_throughput_loss": (0.60, "S: notes on arXiv text ('up to 60%')"),
-}
+PARTS = ("collision", "testbed", "large", "fragmentation")
 
 
-def _plot_collision(df, path):
-    import matplotlib.pyplot as plt
+def summary_path(out: Path, part: str) -> Path:
+    """The engine summary of study ``vclos-PART`` under the results folder ``out``."""
+    return out / f"vclos-{part}" / f"vclos-{part}_summary.csv"
+
+
+def plot_collision(df: pd.DataFrame, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     x = np.arange(len(df))
     ax.bar(x - 0.2, df["closed_form"], 0.4, label="closed form S!/((S-k)! S^k)")
@@ -59,134 +66,111 @@ def _plot_collision(df, path):
     plt.close(fig)
 
 
-def _plot_testbed(raw, path):
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for name, g in raw.groupby("estimator"):
-        v = np.sort(g["max_loss"].to_numpy())
-        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=name)
-    ax.set(xlabel="largest training-throughput loss in a trial", ylabel="CDF of trials",
-           title="32-GPU testbed twin: concurrent jobs (simulated)")
-    ax.legend()
+def plot_testbed(df: pd.DataFrame, path: Path) -> None:
+    """Calibration of the ECMP knobs on the testbed twin: share of multi-leaf jobs slowed by
+    other jobs, largest loss, and the slowdown of a 32-GPU job alone on the empty fabric."""
+    df = df.sort_values("policy")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    x = np.arange(len(df))
+    for ax, col, label in ((axes[0], "p_multi_leaf_job_contended",
+                            "multi-leaf jobs slowed by other jobs"),
+                           (axes[1], "max_throughput_loss", "largest throughput loss"),
+                           (axes[2], "alone32_slowdown", "32-GPU job alone: slowdown")):
+        ax.bar(x, df[col])
+        ax.set_xticks(x, df["policy"], rotation=45, ha="right", fontsize=8)
+        ax.set_title(label, fontsize=10)
+    axes[2].axhline(1.0, color="k", lw=0.8, ls="--")
+    fig.suptitle(f"32-GPU testbed twin, {int(df['trials'].iloc[0])} trials per policy "
+                 "(simulated)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def _plot_large(df, path):
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+def plot_by_load(df: pd.DataFrame, ax_jct, ax_jwt=None) -> None:
+    """JCT (and queueing delay) by load per policy; an open marker with a cross where the queue
+    grows in some repetition (the mean is then bound by the trace length, not the fabric)."""
+    axes = [(ax_jct, "avg_jct_h", 0.0)] + ([(ax_jwt, "avg_jwt_h", 1e-3)] if ax_jwt else [])
     for name, g in df.groupby("scheduler"):
         g = g.sort_values("load")
-        axes[0].errorbar(g["load"], g["avg_jct_h"], yerr=1.96 * g["se_avg_jct_h"], marker="o",
-                         capsize=3, label=name)
-        axes[1].errorbar(g["load"], g["avg_jwt_h"], yerr=1.96 * g["se_avg_jwt_h"], marker="o",
-                         capsize=3, label=name)
+        bad = g[~g["stable"].astype(bool)]
+        for i, (ax, col, shift) in enumerate(axes):
+            line = ax.plot(g["load"], g[col] + shift, marker="o",
+                           label=name if i == 0 else None)[0]
+            ax.plot(bad["load"], bad[col] + shift, "o", mfc="white", color=line.get_color())
+            ax.plot(bad["load"], bad[col] + shift, "x", color="k", ms=9)
     ideal = df.groupby("load")["ideal_jct_h"].mean()
-    axes[0].plot(ideal.index, ideal.values, "k--", label="ideal fabric")
-    axes[0].set(xlabel="offered GPU load", ylabel="average JCT (h)", yscale="log")
-    axes[1].set(xlabel="offered GPU load", ylabel="average queueing delay (h)", yscale="log")
-    n = int(df["n_gpus"].iloc[0])
-    axes[0].set_title(f"{n}-GPU leaf-spine (simulated): JCT")
+    ax_jct.plot(ideal.index, ideal.values, "k--", label="ideal fabric")
+    ax_jct.plot([], [], "x", color="k", label="unstable queue")
+    ax_jct.set(xlabel="offered GPU load", ylabel="average JCT after warm-up (h)", yscale="log")
+    if ax_jwt:
+        ax_jwt.set(xlabel="offered GPU load", ylabel="average queueing delay + 0.001 (h)",
+                   yscale="log")
+
+
+def plot_large(df: pd.DataFrame, path: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    plot_by_load(df, axes[0], axes[1])
+    axes[0].set_title(f"{int(df['n_gpus'].iloc[0])}-GPU leaf-spine (simulated): JCT")
     axes[1].set_title("queueing delay")
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def _comparison(large, testbed):
-    heavy = large[large["load"] == large["load"].max()].set_index("scheduler")
-    tb = testbed.set_index("policy")
-    ours = {
-        "jct_change_vclos_vs_ecmp_heavy": (heavy.loc["vclos", "jct_vs_ecmp"],
-                                           heavy.loc["vclos", "jct_vs_ecmp_se"]),
-        "jwt_change_ocs_vclos": (heavy.loc["ocs-vclos", "jwt_vs_ecmp"],
-                                 heavy.loc["ocs-vclos", "jwt_vs_ecmp_se"]),
-        "jct_ocs_vclos_over_ideal": (heavy.loc["ocs-vclos", "jct_over_ideal"], np.nan),
-        "testbed_contention_probability": (tb.loc["ecmp", "p_multi_leaf_job_contended"],
-                                           np.nan),
-        "testbed_slowed_probability": (tb.loc["ecmp", "p_multi_leaf_job_slowed"], np.nan),
-        "testbed_max_throughput_loss": (tb.loc["ecmp", "max_throughput_loss"], np.nan),
-    }
-    setting = {
-        "jct_change_vclos_vs_ecmp_heavy": f"load {large['load'].max():g}, vs ECMP first fit",
-        "jwt_change_ocs_vclos": f"load {large['load'].max():g}, vs ECMP first fit",
-        "jct_ocs_vclos_over_ideal": f"load {large['load'].max():g}, ideal = no network limits",
-        "testbed_contention_probability": "multi-leaf jobs slower than alone (other jobs)",
-        "testbed_slowed_probability": "multi-leaf jobs below line rate (any cause, ECMP)",
-        "testbed_max_throughput_loss": "largest training-throughput loss, ECMP",
-    }
-    rows = []
-    for key, (paper, source) in PAPER.items():
-        val, se = ours[key]
-        rows.append({"metric": key, "paper": paper, "paper_source": source, "ours": val,
-                     "ours_se": se, "ours_setting": setting[key]})
-    load = f"load {large['load'].max():g}"
-    extra = [
-        {"metric": "jct_change_vclos_vs_bestfit_heavy", "paper": np.nan, "paper_source": "",
-         "ours": heavy.loc["vclos", "jct_vs_bestfit"],
-         "ours_se": heavy.loc["vclos", "jct_vs_bestfit_se"],
-         "ours_setting": f"{load}, vs best-fit consolidation + ECMP"},
-        {"metric": "jwt_change_ocs_vclos_vs_vclos", "paper": np.nan, "paper_source": "",
-         "ours": heavy.loc["ocs-vclos", "jwt_vs_vclos"],
-         "ours_se": heavy.loc["ocs-vclos", "jwt_vs_vclos_se"], "ours_setting": load},
-    ]
-    return pd.DataFrame(rows + extra)
+def plot_fragmentation(df: pd.DataFrame, path: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, (spines, g) in zip(axes, df.groupby("spines", sort=False), strict=True):
+        plot_by_load(g, ax)
+        ax.set_title(f"{int(g['n_gpus'].iloc[0])} GPUs, {spines} spines: cross-leaf jobs",
+                     fontsize=10)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+PLOTS = {"collision": (plot_collision, "collision.png"), "testbed": (plot_testbed, "testbed.png"),
+         "large": (plot_large, "large_jct.png"),
+         "fragmentation": (plot_fragmentation, "fragmentation.png")}
+
+
+def figures(out: Path, parts) -> list[str]:
+    """Draw the figures of ``parts`` from their summaries under ``out``; returns the files."""
+    made = []
+    for part in parts:
+        plot, name = PLOTS[part]
+        plot(pd.read_csv(summary_path(out, part)), out / name)
+        made.append(name)
+    return made
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_study_arguments(parser)
-    parser.add_argument("--parts", nargs="+", default=["collision", "testbed", "large"],
-                        choices=["collision", "testbed", "large"])
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument("--figures-only", action="store_true",
+                        help="draw the figures from the stored summaries, run no study")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     out = Path(args.out) if args.out else HERE / "results" / "vclos" / (
         "quick" if args.quick else "")
-    raw = out / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    kw = dict(seed=args.seed, n_jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-              quick=args.quick)
-    pd.set_option("display.width", 100)
-    pd.set_option("display.max_columns", 40)
-    with engine_options(overwrite=args.overwrite, params={"quick": args.quick}):
-        _run_parts(args, out, kw)
-    write_manifest(out, study="vclos", parts=args.parts, reps=args.reps, seed=args.seed,
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.figures_only:
+        for part in args.parts:
+            run_named_study(f"vclos-{part}", reps=args.reps, seed=args.seed, n_jobs=args.jobs,
+                            backend=args.backend, scheduler=args.scheduler,
+                            out=out / f"vclos-{part}", quick=args.quick,
+                            overwrite=args.overwrite)
+    made = figures(out, args.parts)
+    write_manifest(out, study="vclos", parts=list(args.parts),
+                   studies=[f"vclos-{p}" for p in args.parts], figures=made,
+                   figures_only=args.figures_only, reps=args.reps, seed=args.seed,
                    quick=args.quick, n_jobs=args.jobs,
                    wall_seconds=round(time.perf_counter() - start, 3))
-    print(f"vclos: results in {out}/ (provenance: MANIFEST.json)")
+    print(f"vclos: figures {', '.join(made)} in {out}/ (provenance: MANIFEST.json)")
     return 0
-
-
-def _run_parts(args, out: Path, kw: dict) -> None:
-    raw = out / "raw"
-    results = {}
-    if "collision" in args.parts:
-        df = studies.collision(reps=args.reps, out=raw / "collision.jsonl", **kw)
-        df.to_csv(out / "collision.csv", index=False)
-        _plot_collision(df, out / "collision.png")
-        print(df.round(5).to_string(index=False))
-    if "testbed" in args.parts:
-        df = studies.testbed(out=raw / "testbed.jsonl",
-                             reps=args.reps or (None if args.quick else 1000), **kw)
-        df.to_csv(out / "testbed.csv", index=False)
-        _plot_testbed(load_results(raw / "testbed.jsonl"), out / "testbed.png")
-        print(df.round(4).T.to_string())
-        results["testbed"] = df
-    if "large" in args.parts:
-        df = studies.large(reps=args.reps, out=raw / "large.jsonl", **kw)
-        df.to_csv(out / "large.csv", index=False)
-        _plot_large(df, out / "large_jct.png")
-        cols = ["load", "scheduler", "avg_jct_h", "se_avg_jct_h", "avg_jwt_h", "jct_over_ideal",
-                "avg_slowdown", "utilization", "fragmentation", "network_blocked", "jct_vs_ecmp",
-                "jct_vs_bestfit", "jwt_vs_vclos"]
-        print(df[cols].round(4).to_string(index=False))
-        results["large"] = df
-    if {"testbed", "large"} <= results.keys():
-        cmp_ = _comparison(results["large"], results["testbed"])
-        cmp_.to_csv(out / "paper_comparison.csv", index=False)
-        print(cmp_.round(4).to_string(index=False))
 
 
 if __name__ == "__main__":
