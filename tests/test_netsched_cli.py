@@ -58,6 +58,8 @@ def test_study_script_quick(tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True,
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for name in ("collision.csv", "testbed.csv", "large.csv", "large_jct.png", "MANIFEST.json",
-                 "raw/testbed.jsonl"):
+    for name in ("vclos-collision/vclos-collision_summary.csv",
+                 "vclos-testbed/vclos-testbed_summary.csv", "vclos-large/vclos-large_summary.csv",
+                 "vclos-fragmentation/vclos-fragmentation_summary.csv", "large_jct.png",
+                 "MANIFEST.json", "vclos-testbed/vclos-testbed.jsonl"):
         assert (tmp_path / name).stat().st_size > 0
