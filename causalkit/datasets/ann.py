@@ -234,7 +234,10 @@ def load_ann(name: str = "sift", n_base: int | None = None, n_queries: int = 100
 
     Parameters
     ----------
-    name : {"sift", "patches", "text", "synthetic"}
+    name : {"sift", "patches", "text", "synthetic"} or path
+        A built-in set, or an ann-benchmarks ``.hdf5`` file (read by :func:`load_ann_file`:
+        ``n_base``, ``n_queries`` and ``n_validation`` do not apply; half of the file's
+        queries, drawn with ``random_state``, become the validation queries).
     n_base : int, optional
         Number of base vectors (default: everything the source gives; synthetic: 50,000).
     n_queries, n_validation : int
@@ -249,8 +252,11 @@ def load_ann(name: str = "sift", n_base: int | None = None, n_queries: int = 100
     from causalkit._validation import check_positive_int
     from causalkit.systems.ann.metrics import exact_knn
 
+    if str(name).lower().endswith((".hdf5", ".h5")):
+        return load_ann_file(name, random_state=random_state)
     if name not in NAMES:
-        raise ValueError(f"name must be one of {NAMES}; got {name!r}")
+        raise ValueError(f"name must be one of {NAMES} or an ann-benchmarks .hdf5 file; got "
+                         f"{name!r}")
     n_queries = check_positive_int(n_queries, "n_queries")
     n_validation = check_positive_int(n_validation, "n_validation")
     if n_base is not None:
@@ -300,3 +306,146 @@ def load_ann(name: str = "sift", n_base: int | None = None, n_queries: int = 100
     _save(path, xb=xb, xq=xq, xv=xv, gt=gt, gt_val=gt_val, pool_size=len(pool))
     return ANNDataset(name, xb, xq, xv, gt, gt_val, description=desc,
                       synthetic=name == "synthetic", info={"pool_size": len(pool)})
+
+
+# --------------------------------------------------------------------------- user files
+#: ``.fvecs`` / ``.ivecs`` / ``.bvecs`` element types (TEXMEX format: each vector is an int32
+#: dimension ``d`` followed by ``d`` components).
+_VECS_DTYPES = {".fvecs": np.float32, ".ivecs": np.int32, ".bvecs": np.uint8}
+
+
+def _vecs_kind(path: Path) -> np.dtype:
+    suffix = path.suffix.lower()
+    if suffix not in _VECS_DTYPES:
+        raise ValueError(f"path must end in .fvecs, .ivecs or .bvecs; got {path.name!r}")
+    return np.dtype(_VECS_DTYPES[suffix])
+
+
+def read_vecs(path) -> np.ndarray:
+    """Read a TEXMEX ``.fvecs`` (float32), ``.ivecs`` (int32) or ``.bvecs`` (uint8) file.
+
+    Every record is a little-endian int32 dimension ``d`` followed by ``d`` components; all
+    records must share ``d``. Returns an ``(n, d)`` array of the file's element type.
+    """
+    path = Path(path)
+    dtype = _vecs_kind(path)
+    raw = np.fromfile(path, dtype=np.uint8)
+    if raw.size == 0:
+        return np.zeros((0, 0), dtype=dtype)
+    if raw.size < 4:
+        raise ValueError(f"{path.name}: truncated file ({raw.size} bytes)")
+    d = int(raw[:4].view("<i4")[0])
+    rec = 4 + d * dtype.itemsize
+    if d <= 0 or raw.size % rec:
+        raise ValueError(f"{path.name}: size {raw.size} is not a whole number of records of "
+                         f"dimension {d} ({rec} bytes each)")
+    recs = raw.reshape(-1, rec)
+    dims = recs[:, :4].copy().view("<i4")[:, 0]
+    if (dims != d).any():
+        raise ValueError(f"{path.name}: records of different dimensions ({sorted(set(dims))})")
+    return recs[:, 4:].copy().view(dtype.newbyteorder("<")).astype(dtype).reshape(len(recs), d)
+
+
+def write_vecs(path, x) -> Path:
+    """Write a 2-d array as ``.fvecs`` / ``.ivecs`` / ``.bvecs`` (type from the suffix; values
+    must be representable exactly in it)."""
+    path = Path(path)
+    dtype = _vecs_kind(path)
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"x must be a 2-d array; got shape {x.shape}")
+    cast = x.astype(dtype)
+    if not np.array_equal(cast, x):
+        raise ValueError(f"x has values that {dtype} cannot hold exactly")
+    n, d = cast.shape
+    out = np.empty((n, 4 + d * dtype.itemsize), dtype=np.uint8)
+    out[:, :4] = np.full((n, 1), d, dtype="<i4").view(np.uint8)
+    out[:, 4:] = np.ascontiguousarray(cast.astype(dtype.newbyteorder("<"))).view(np.uint8)
+    out.tofile(path)
+    return path
+
+
+def read_hdf5(path) -> dict:
+    """Read an ann-benchmarks HDF5 file: ``train``, ``test``, ``neighbors`` (and
+    ``distances`` when present) as arrays, plus the ``distance`` attribute (e.g.
+    ``"euclidean"``, ``"angular"``). Needs h5py (``pip install h5py``)."""
+    try:
+        import h5py
+    except ImportError as exc:     # pragma: no cover - depends on the environment
+        raise ImportError("reading ann-benchmarks HDF5 files needs h5py "
+                          "(pip install h5py)") from exc
+    with h5py.File(path, "r") as f:
+        missing = [key for key in ("train", "test", "neighbors") if key not in f]
+        if missing:
+            raise ValueError(f"{Path(path).name}: not an ann-benchmarks file (no {missing})")
+        out = {key: f[key][()] for key in ("train", "test", "neighbors", "distances") if key in f}
+        out["distance"] = str(f.attrs.get("distance", "euclidean"))
+    return out
+
+
+def load_ann_file(path, queries=None, groundtruth=None, n_validation: int | None = None,
+                  random_state: int = 0) -> ANNDataset:
+    """An :class:`ANNDataset` from a user's files, for SmartANN on their own data.
+
+    Parameters
+    ----------
+    path : str or Path
+        An ann-benchmarks ``.hdf5`` file (base ``train``, queries ``test``, ground truth
+        ``neighbors``; ``"angular"`` sets are L2-normalised so that squared L2 ranks like
+        cosine), or a ``.fvecs`` / ``.bvecs`` base file.
+    queries, groundtruth : str or Path, optional
+        With a ``.fvecs`` / ``.bvecs`` base: the query file (required) and an ``.ivecs``
+        ground-truth file (computed exactly when omitted).
+    n_validation : int, optional
+        Queries moved, at random, from the query set to the validation set (default half);
+        SmartANN tunes on the validation queries and is scored on the rest.
+    random_state : int
+        Seed of that split.
+    """
+    from causalkit._validation import check_positive_int
+    from causalkit.systems.ann.metrics import exact_knn
+
+    path = Path(path)
+    if path.suffix.lower() in (".hdf5", ".h5"):
+        if queries is not None or groundtruth is not None:
+            raise ValueError("queries and groundtruth are read from the HDF5 file; pass only "
+                             "path")
+        f = read_hdf5(path)
+        xb, xq_all, gt_all = f["train"], f["test"], f["neighbors"]
+        metric = f["distance"]
+        if metric == "angular":
+            xb, xq_all = _unit(xb), _unit(xq_all)
+        elif metric != "euclidean":
+            raise ValueError(f"{path.name}: distance {metric!r} is not supported (euclidean or "
+                             "angular)")
+    else:
+        if queries is None:
+            raise ValueError(f"queries is required with a {path.suffix} base file")
+        xb, xq_all = read_vecs(path), read_vecs(queries)
+        gt_all = None if groundtruth is None else read_vecs(groundtruth)
+        metric = "euclidean"
+    xb = np.ascontiguousarray(xb, dtype=np.float32)
+    xq_all = np.ascontiguousarray(xq_all, dtype=np.float32)
+    if xq_all.ndim != 2 or xq_all.shape[1] != xb.shape[1]:
+        raise ValueError(f"queries must have the base dimension {xb.shape[1]}; got shape "
+                         f"{xq_all.shape}")
+    if gt_all is None:
+        _, gt_all = exact_knn(xb, xq_all, min(100, len(xb)))
+    gt_all = np.asarray(gt_all, dtype=np.int64)
+    if len(gt_all) != len(xq_all):
+        raise ValueError(f"groundtruth has {len(gt_all)} rows for {len(xq_all)} queries")
+    nv = len(xq_all) // 2 if n_validation is None else check_positive_int(
+        n_validation, "n_validation")
+    if not 0 < nv < len(xq_all):
+        raise ValueError(f"n_validation must be in [1, {len(xq_all) - 1}]; got {nv}")
+    perm = np.random.default_rng(random_state).permutation(len(xq_all))
+    val, test = np.sort(perm[:nv]), np.sort(perm[nv:])
+    return ANNDataset(path.stem, xb, xq_all[test], xq_all[val], gt_all[test], gt_all[val],
+                      metric="l2", description=f"user file {path.name} ({metric})",
+                      info={"pool_size": len(xb) + len(xq_all), "source": str(path)})
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms > 0, norms, 1)

@@ -181,3 +181,93 @@ HNSW_ACTIONS = (
 )
 
 ACTIONS = {"ivfpq": IVFPQ_ACTIONS, "hnsw": HNSW_ACTIONS}
+
+
+# --------------------------------------------------------------------------- efficiency actions
+# Tried on every design whatever the diagnosis flags: they trade the structure (list count, code
+# size, index type, graph degree) for speed, memory or build time, each calibrated to the target
+# recall. ``apply`` may return a workflow of the other family. The pre-build memory check uses
+# the estimate ``_est_bytes`` (codes + ids / links); the measured size decides after the build.
+def _est_bytes(kind: str, d: int, m: int) -> float:
+    """Bytes per vector of an IVF ("ivf_flat", "ivf_pq" with ``m`` bytes) or HNSW ("hnsw_flat",
+    "hnsw_sq8" with degree ``m``: 2m 4-byte layer-0 links) design."""
+    return {"ivf_flat": 4 * d + 8, "ivf_pq": m + 8, "hnsw_flat": 4 * d + 8 * m,
+            "hnsw_sq8": d + 8 * m}[kind]
+
+
+def _fits(kind: str, m_fn=lambda wf: 0):
+    def check(wf, info):
+        budget = info.get("memory_budget")
+        need = _est_bytes(kind, wf.d_, m_fn(wf))
+        if budget is not None and need > budget:
+            return f"about {need:.0f} B/vector > budget {budget:.0f}"
+        return None
+    return check
+
+
+def _is(family):
+    def check(wf, info):
+        return None if wf.family == family else f"not an {family} design"
+    return check
+
+
+def _lossy(wf, info):
+    return "codes are lossless" if wf.objects["pq_codebooks"].lossless else None
+
+
+def _nlist_at_least(n):
+    def check(wf, info):
+        return None if wf.nlist_ >= n else f"nlist={wf.nlist_} < {n}"
+    return check
+
+
+def _half_m_divides(wf, info):
+    m = _pq_m(wf) // 2
+    return None if m >= 2 and wf.d_ % m == 0 else f"m={m} does not divide d={wf.d_}"
+
+
+def _ivf_flat(wf):
+    from causalkit.systems.ann.ivfpq import IVFPQWorkflow, PQCodebooks
+    nlist = wf.nlist_ if wf.family == "ivfpq" else None
+    return IVFPQWorkflow(nlist, {"pq_codebooks": PQCodebooks(lossless=True)})
+
+
+def _hnsw(m, storage):
+    def make(wf):
+        from causalkit.systems.ann.hnsw import HNSWWorkflow
+        return HNSWWorkflow(m=m, ef_construction=100, storage=storage)
+    return make
+
+
+def _eff(name, description, apply, *checks):
+    return Action(name, "any", "structure", ("efficiency",), description, apply, tuple(checks))
+
+
+EFFICIENCY_ACTIONS = (
+    _eff("lists_x2", "twice as many inverted lists (shorter lists to scan)",
+         lambda wf: wf.with_nlist(2 * wf.nlist_), _is("ivfpq"), _more_lists_trainable),
+    _eff("lists_half", "half as many inverted lists (cheaper routing, fewer lists to probe)",
+         lambda wf: wf.with_nlist(wf.nlist_ // 2), _is("ivfpq"), _nlist_at_least(32)),
+    _eff("ivf_flat", "IVF with float vectors (no codes, no re-ranking)", _ivf_flat,
+         _fits("ivf_flat")),
+    _eff("pq_bytes_x2", "twice as many PQ sub-quantizers",
+         lambda wf: _rep(wf, "pq_codebooks", m=2 * _pq_m(wf)), _is("ivfpq"), _lossy,
+         _double_m_divides, _fits("ivf_pq", lambda wf: 2 * _pq_m(wf))),
+    _eff("pq_bytes_half", "half as many PQ sub-quantizers (cheaper scan)",
+         lambda wf: _rep(wf, "pq_codebooks", m=_pq_m(wf) // 2), _is("ivfpq"), _lossy,
+         _half_m_divides),
+    _eff("drop_rerank", "no exact re-ranking",
+         lambda wf: _rep(wf, "reranking", k_factor=None), _is("ivfpq"),
+         lambda wf, info: None if wf.objects["reranking"].k_factor is not None
+         else "not re-ranked"),
+    _eff("hnsw16", "HNSW graph, M=16, float vectors", _hnsw(16, "flat"),
+         _fits("hnsw_flat", lambda wf: 16)),
+    _eff("hnsw32", "HNSW graph, M=32, float vectors", _hnsw(32, "flat"),
+         _fits("hnsw_flat", lambda wf: 32)),
+    _eff("hnsw16_sq8", "HNSW graph, M=16, 8-bit scalar-quantized vectors", _hnsw(16, "sq8"),
+         _fits("hnsw_sq8", lambda wf: 16)),
+    _eff("graph_degree_half", "half the graph degree M",
+         lambda wf: _rep(wf, "neighbour_pruning", m=wf.objects["neighbour_pruning"].m // 2),
+         _is("hnsw"), lambda wf, info: None if wf.objects["neighbour_pruning"].m >= 8
+         else "M < 8"),
+)

@@ -15,8 +15,8 @@ from causalkit.systems._cli import add_shared_arguments, finish, results_store, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the options of ``causalkit systems ann``."""
     parser.add_argument("--dataset", default="sift",
-                        choices=("sift", "patches", "text", "synthetic"),
-                        help="offline vector set (causalkit.datasets.load_ann)")
+                        help="offline vector set: sift, patches, text, synthetic, or the path "
+                             "of an ann-benchmarks .hdf5 file (causalkit.datasets.load_ann)")
     parser.add_argument("--family", default="ivfpq", choices=("ivfpq", "hnsw"))
     parser.add_argument("--n-base", type=int, default=None,
                         help="base vectors (default 20000; --quick: 3000)")
