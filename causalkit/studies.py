@@ -56,12 +56,14 @@ STUDIES = {
     "argus-calibration": ("causalkit.systems.tracing.studies", "calibration"),
     "argus-overhead": ("causalkit.systems.tracing.studies", "overhead"),
     "argus-scaling": ("causalkit.systems.tracing.studies", "scaling"),
+    "argus-formats": ("causalkit.systems.tracing.studies", "compression_formats"),
     "shift-downtime": ("causalkit.systems.rdma.studies", "downtime"),
     "shift-transports": ("causalkit.systems.rdma.studies", "transports"),
     "shift-training": ("causalkit.systems.rdma.studies", "training"),
     "shift-overhead": ("causalkit.systems.rdma.studies", "overhead"),
     "liver-downtime": ("causalkit.systems.elastic.studies", "downtime"),
     "liver-scaling": ("causalkit.systems.elastic.studies", "scaling"),
+    "liver-transfer": ("causalkit.systems.elastic.transfer_study", "transfer"),
 }
 
 

@@ -37,7 +37,10 @@ def test_numbers_come_from_the_files():
 def test_reads_another_results_folder(tmp_path):
     src = results_dir("liver")
     (tmp_path / "liver").mkdir()
-    for name in ("MANIFEST.json", "summary.csv", "simulated.csv", "events.csv"):
+    for name in ("MANIFEST.json", "summary.csv", "simulated.csv", "events.csv",
+                 "transfer/ratio.csv", "transfer/parts.csv", "transfer/cost_fit.csv",
+                 "transfer/prediction.csv"):
+        (tmp_path / "liver" / name).parent.mkdir(exist_ok=True)
         (tmp_path / "liver" / name).write_bytes((src / name).read_bytes())
     summary = pd.read_csv(tmp_path / "liver" / "summary.csv")
     summary["ratio_restart_over_live"] = 2.0
