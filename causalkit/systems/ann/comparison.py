@@ -20,6 +20,7 @@ engine: one configuration per (data set, memory budget).
 
     python -m causalkit.systems.ann.comparison                 # sift + patches, 10k vectors
     python -m causalkit.systems.ann.comparison --quick         # synthetic, seconds to minutes
+    python -m causalkit.systems.ann.comparison --collect       # table + manifest from stores
 """
 
 from __future__ import annotations
@@ -142,15 +143,27 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=2024)
     parser.add_argument("--out", default="simulations/results/smartann/comparison")
+    parser.add_argument("--collect", action="store_true",
+                        help="run nothing: write comparison.csv and the manifest from the "
+                             "configurations already in the stores under OUT/raw")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     out = Path(args.out) / ("quick" if args.quick else "")
     (out / "raw").mkdir(parents=True, exist_ok=True)
-    tag = "_".join(args.datasets) if args.datasets else "all"
-    table = run(args.datasets, args.quick, args.seed, out / "raw" / f"comparison_{tag}.jsonl")
-    table.to_csv(out / f"comparison_{tag}.csv", index=False)
-    write_manifest(out, study="smartann-comparison", seed=args.seed, quick=args.quick,
-                   wall_seconds=round(time.perf_counter() - start, 3))
+    if args.collect:
+        from causalkit.simulation import load_results
+        table = pd.concat([load_results(p) for p in sorted((out / "raw").glob("*.jsonl"))],
+                          ignore_index=True)
+        table.to_csv(out / "comparison.csv", index=False)
+        write_manifest(out, study="smartann-comparison", seed=args.seed, quick=args.quick,
+                       collected=True)
+    else:
+        tag = "_".join(args.datasets) if args.datasets else "all"
+        table = run(args.datasets, args.quick, args.seed,
+                    out / "raw" / f"comparison_{tag}.jsonl")
+        table.to_csv(out / f"comparison_{tag}.csv", index=False)
+        write_manifest(out, study="smartann-comparison", seed=args.seed, quick=args.quick,
+                       wall_seconds=round(time.perf_counter() - start, 3))
     cols = ["dataset", "memory", "target_recall", "smartann_design", "baseline_design",
             "qps_ratio_thread", "qps_ratio_lower_thread", "qps_ratio_upper_thread"]
     print(table[[c for c in cols if c in table]].to_string(index=False))
