@@ -52,6 +52,7 @@ STUDIES = {
     "vclos-large": ("causalkit.systems.netsched.studies", "large"),
     "vclos-fragmentation": ("causalkit.systems.netsched.studies", "fragmentation"),
     "smartann-designs": ("causalkit.systems.ann.studies", "designs"),
+    "smartann-comparison": ("causalkit.systems.ann.comparison", "comparison"),
     "argus-cases": ("causalkit.systems.tracing.studies", "cases"),
     "argus-calibration": ("causalkit.systems.tracing.studies", "calibration"),
     "argus-overhead": ("causalkit.systems.tracing.studies", "overhead"),

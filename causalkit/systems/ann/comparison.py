@@ -134,6 +134,19 @@ def run(datasets=None, quick: bool = False, seed: int = 2024, out=None,
                           progress=True)
 
 
+def comparison(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", scheduler=None,
+               out=None, quick: bool = False) -> pd.DataFrame:
+    """SmartANN against faiss autotune and a grid at fixed recall targets and memory budgets
+    (the registered study ``smartann-comparison``). One repetition per configuration, run
+    serially (interleaved QPS timing needs an otherwise idle core): ``reps``, ``n_jobs``,
+    ``backend`` and ``scheduler`` are accepted for the shared study signature and must keep
+    their defaults."""
+    if reps not in (None, 1) or n_jobs != 1 or backend != "loky" or scheduler is not None:
+        raise ValueError("smartann-comparison runs one serial repetition per configuration; "
+                         "leave reps, n_jobs, backend and scheduler at their defaults")
+    return run(quick=quick, seed=seed, out=out)
+
+
 def main(argv=None) -> int:
     """Command line: write ``comparison[_<set>].csv`` and ``MANIFEST.json`` into ``--out``."""
     from causalkit.studies import write_manifest
