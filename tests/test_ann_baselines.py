@@ -11,13 +11,7 @@ from causalkit.systems.ann import IVFPQWorkflow, SmartANN, exact_knn, recall_at_
 from causalkit.systems.ann.baselines import autotune, build_factory, grid
 from causalkit.systems.ann.throughput import index_bytes_per_vector, interleaved_qps, ratio_ci
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_faiss_thread():
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_faiss_thread")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """SmartANN diagnosis and auto-design: planted bottlenecks, editable thresholds, design gains."""
 
-import faiss
 import numpy as np
 import pytest
 from faiss.contrib.datasets import SyntheticDataset
@@ -10,13 +9,7 @@ from causalkit.systems.ann.ivfpq import Rotation
 
 CHEAP_OPQ = {"rotation": Rotation("none", opq_niter=2, opq_train_points=10_000)}
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_faiss_thread():
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_faiss_thread")
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,7 @@ from causalkit.systems.ann.hnsw import in_degrees, reachable_from_entry, repair_
 from causalkit.systems.ann.ivfpq import OBJECTS as IVF_OBJECTS
 from causalkit.systems.ann.ivfpq import Rotation
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_faiss_thread():
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    yield
-    faiss.omp_set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_faiss_thread")
 
 
 @pytest.fixture(scope="module")

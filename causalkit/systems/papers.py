@@ -77,7 +77,7 @@ MARKDOWN_COLUMNS = {"claim": "Claim", "paper": "Paper", "ours_text": "Ours",
 
 
 def markdown(driver: str, results=None) -> str:
-    """:func:`paper_comparison` as a Markdown table (the columns of :data:`MARKDOWN_COLUMNS`).
+    """:func:`paper_comparison` as a Markdown table (the columns of ``MARKDOWN_COLUMNS``).
 
     The README's comparison tables are this text, kept in step with the committed results by
     ``tools/readme_tables.py`` (``--check`` reports a stale table).

@@ -156,7 +156,7 @@ class Result:
         return float(x.sum() ** 2 / (len(x) * (x ** 2).sum()))
 
     def stability(self, **options) -> dict:
-        """Queue-length trend test (:func:`~causalkit.systems.netsched.stability.queue_trend`;
+        """Queue-length trend test (:func:`~causalkit.systems.netsched.queue_trend`;
         ``options``: ``warmup``, ``batches``, ``min_rise``, ``level``)."""
         return queue_trend(self.timeline, self.jobs, **options)
 

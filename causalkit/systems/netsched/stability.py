@@ -64,9 +64,9 @@ def queue_trend(timeline: pd.DataFrame, jobs: pd.DataFrame, *, warmup: float = 0
     Parameters
     ----------
     timeline : DataFrame
-        ``time`` and ``queued`` after every event (:attr:`.Result.timeline`).
+        ``time`` and ``queued`` after every event (``Result.timeline``).
     jobs : DataFrame
-        ``arrival`` and ``jwt`` per job (:attr:`.Result.jobs`).
+        ``arrival`` and ``jwt`` per job (``Result.jobs``).
     warmup : float
         Share of the horizon discarded, in [0, 1).
     batches : int

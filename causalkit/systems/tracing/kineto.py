@@ -223,9 +223,9 @@ def kineto_store(traces, **compress_options):
     Parameters
     ----------
     traces : iterable of KinetoTrace or path
-        Paths are read with :func:`~causalkit.systems.tracing.tracefile.read_kineto`.
+        Paths are read with :func:`~causalkit.systems.tracing.read_kineto`.
     **compress_options
-        Passed to :func:`~causalkit.systems.tracing.compression.compress`.
+        Passed to :func:`~causalkit.systems.tracing.compress`.
 
     Raises
     ------

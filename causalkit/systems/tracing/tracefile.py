@@ -97,7 +97,7 @@ def read_kineto(path, *, rank: int | None = None, step: int = 0):
     -------
     KinetoTrace
         Kernel events, iterations (``ProfilerStep#N`` spans), phases and metadata; see
-        :func:`causalkit.systems.tracing.kineto.parse_kineto` for ``rank`` and ``step``.
+        ``causalkit.systems.tracing.kineto.parse_kineto`` for ``rank`` and ``step``.
 
     Raises
     ------

@@ -208,7 +208,7 @@ class Tracer:
         Keyword arguments of :func:`cluster_durations`.
     device : {"auto", "cpu", "cuda"} or clock
         How phases are timed and what the kernel channel profiles
-        (:func:`~causalkit.systems.tracing.device.device_clock`): ``"auto"`` uses CUDA events
+        (:func:`~causalkit.systems.tracing.device_clock`): ``"auto"`` uses CUDA events
         on the compute and communication streams and CUDA kernel activity when
         ``torch.cuda.is_available()``, ``perf_counter_ns`` and CPU ops otherwise.
 
@@ -406,7 +406,7 @@ class Tracer:
         the phase spans arrival to completion (the time gloo's worker thread takes, including the
         wait for the last peer). The call also appears in profiler windows as
         ``collective:<name>``. With CUDA it is issued and timed on the clock's communication
-        stream (:meth:`CudaClock.comm <causalkit.systems.tracing.device.CudaClock.comm>`).
+        stream (:meth:`CudaClock.comm <causalkit.systems.tracing.CudaClock.comm>`).
         """
         import torch
 
