@@ -235,9 +235,9 @@ def load_ann(name: str = "sift", n_base: int | None = None, n_queries: int = 100
     Parameters
     ----------
     name : {"sift", "patches", "text", "synthetic"} or path
-        A built-in set, or an ann-benchmarks ``.hdf5`` file (read by ``causalkit.datasets.ann.load_ann_file``:
-        ``n_base``, ``n_queries`` and ``n_validation`` do not apply; half of the file's
-        queries, drawn with ``random_state``, become the validation queries).
+        A built-in set, or an ann-benchmarks ``.hdf5`` file (read by ``load_ann_file`` of
+        this module: ``n_base``, ``n_queries`` and ``n_validation`` do not apply; half of the
+        file's queries, drawn with ``random_state``, become the validation queries).
     n_base : int, optional
         Number of base vectors (default: everything the source gives; synthetic: 50,000).
     n_queries, n_validation : int
