@@ -1,8 +1,8 @@
 """Linear cost model of the downtime of a resize, fitted to measured events.
 
 ``downtime = a + b * bytes + c * processes`` (any set of regressors): ordinary least squares
-with classical standard errors, and predictions with the standard error of the fitted mean,
-``se(x'beta) = sqrt(x' Cov(beta) x)`` with ``Cov(beta) = s^2 (X'X)^-1`` and
+with classical standard errors (statsmodels ``OLS``), and predictions with the standard error
+of the fitted mean, ``se(x'beta) = sqrt(x' Cov(beta) x)`` with ``Cov(beta) = s^2 (X'X)^-1`` and
 ``s^2 = RSS / (n - p)`` (e.g. Greene, *Econometric Analysis*, 7th ed., sections 4.3 and 4.6).
 
 A prediction far outside the fitted range (the paper's GPU settings from CPU runs of a few
@@ -77,13 +77,9 @@ def fit_costs(table: pd.DataFrame, y: str, terms: Sequence[str]) -> CostFit:
     if n <= p:
         raise ValueError(f"need more than {p} rows with {y} and {terms}; got {n}")
     X = np.column_stack([np.ones(n), data[terms].to_numpy()])
-    target = data[y].to_numpy()
     if np.linalg.matrix_rank(X) < p:
         raise ValueError(f"the terms {terms} are collinear in these rows (vary them)")
-    coef, *_ = np.linalg.lstsq(X, target, rcond=None)
-    resid = target - X @ coef
-    s2 = float(resid @ resid) / (n - p)
-    cov = s2 * np.linalg.inv(X.T @ X)
-    tss = float(((target - target.mean()) ** 2).sum())
-    r2 = 1.0 - float(resid @ resid) / tss if tss > 0 else float("nan")
-    return CostFit(terms, coef, cov, n, r2)
+    import statsmodels.api as sm
+
+    fit = sm.OLS(data[y].to_numpy(), X).fit()
+    return CostFit(terms, fit.params, fit.cov_params(), n, fit.rsquared)
