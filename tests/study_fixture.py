@@ -1,5 +1,6 @@
 """A small study used by the runner tests (importable from a subprocess)."""
 
+import os
 import sys
 import time
 
@@ -13,7 +14,18 @@ def design(rng):
     return {"truth": 0.5, "y": 0.5 * a + rng.normal(size=60), "a": a}
 
 
+_calls = 0
+
+
 def slow_dim(data):
+    """Sleep 20 ms; after five calls, also wait while the file named by ``STUDY_FIXTURE_HOLD``
+    exists (at most 60 s), so a test can keep this writer running as long as it needs."""
+    global _calls
+    _calls += 1
+    hold = os.environ.get("STUDY_FIXTURE_HOLD")
+    deadline = time.monotonic() + 60
+    while hold and _calls > 5 and os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.02)
     time.sleep(0.02)
     return difference_in_means(data["y"], data["a"])
 

@@ -42,8 +42,10 @@ FAILING = {"mean": ESTIMATORS["mean"], "fails": noisy_failure}
 SLOW_FAILING = {"dim": ESTIMATORS["dim"], "fails": noisy_failure}
 
 
-def _fixture_process(out, reps, n_jobs=1):
+def _fixture_process(out, reps, n_jobs=1, hold=None):
     env = {**os.environ, "PYTHONPATH": str(HERE)}
+    if hold is not None:
+        env["STUDY_FIXTURE_HOLD"] = str(hold)
     return subprocess.Popen([sys.executable, str(HERE / "study_fixture.py"), str(out), str(reps),
                              str(n_jobs)], env=env, stderr=subprocess.PIPE, text=True)
 
@@ -157,12 +159,14 @@ def test_disk_full_on_a_real_small_filesystem_then_resume_after_freeing_space(sm
 
 
 def test_a_second_writer_fails_fast_and_nothing_is_duplicated(tmp_path):
-    out = tmp_path / "study.jsonl"
-    first = _fixture_process(out, 150)
+    out, hold = tmp_path / "study.jsonl", tmp_path / "hold"
+    hold.touch()  # the first writer stays busy until the second has given up
+    first = _fixture_process(out, 150, hold=hold)
     _wait_for_records(out, 2)
     start = time.time()
     second = _fixture_process(out, 150)
     _, err = second.communicate(timeout=60)
+    hold.unlink()
     assert second.returncode != 0 and time.time() - start < 30
     assert "StoreLocked" in err and "being written by another process" in err
     first.communicate(timeout=120)
