@@ -67,6 +67,10 @@ def test_link_flap_fails_over_and_switches_back():
         for qp in qps:
             assert qp.sq_state == SendState.DEFAULT and qp.rq_state == RecvState.DEFAULT
             assert any(e["event"] == "switch_back" and "t_done" in e for e in qp.events)
+        # one side probes, the other follows its notification (two probers would race)
+        triggers = sorted(e["trigger"] for qp in qps for e in qp.events
+                          if e["event"] == "switch_back")
+        assert triggers == ["peer", "probe"]
         # new traffic flows on NIC 0 (rail 0), none on the backup rail
         rail0, rail1 = c.paths[(0, 1, 0)], c.paths[(0, 1, 1)]
         before0, before1 = sum(rail0.sent), sum(rail1.sent)

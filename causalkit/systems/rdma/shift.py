@@ -20,8 +20,12 @@ Failover (send-queue states S1 Default -> S2 Fallback), on an error completion o
    out-of-band :class:`KVStore` (default lkey/rkey -> backup lkey/rkey);
 5. the default QP is reset through the recorded control-verb sequence and probed.
 
-Switch-back (S2 -> S3 WaitSignaled -> S4 WaitDrained -> S1): a zero-length WRITE probe on the
-default QP succeeds; a signaled fence WR is posted on the backup QP (SHIFT's own, so an idle
+Switch-back (S2 -> S3 WaitSignaled -> S4 WaitDrained -> S1): one side of the connection probes
+the default path, the one whose (default NIC, QP number) is smaller; the other follows when the
+prober's switch-back notification arrives. (Two independent probers race: one side's probe can
+succeed while the other's, sent before the link came back, exhausts its retries; that side then
+resets its default QP to PSN 0 and the first side's next packet, at PSN 1, is refused as out of
+sequence.) A zero-length WRITE probe on the default QP succeeds; a signaled fence WR is posted on the backup QP (SHIFT's own, so an idle
 application cannot stall the switch); a WRITE_WITH_IMM notification is posted on the default QP and
 later application WRs queue behind it **without a doorbell**; when the fence completes the doorbell
 is rung up to the notification, and when the notification completes, for the rest. The peer, on
@@ -253,7 +257,9 @@ class ShiftQP:
     rq_state : RecvState
     events : list of dict
         One entry per failover / switch-back with timestamps (``time.monotonic`` seconds),
-        numbers of replayed and trimmed WRs and the role (initiator or responder).
+        numbers of replayed and trimmed WRs, the role in a failover (initiator or responder)
+        and what started a switch-back (``"probe"``: this side's probe; ``"peer"``: the peer's
+        switch-back notification).
     """
 
     def __init__(self, ep: ShiftEndpoint, send_cq: ShiftCQ, recv_cq: ShiftCQ, cap: QPCap):
@@ -453,8 +459,9 @@ class ShiftQP:
                     return
         if self.sq_state == SendState.AWAIT_ACK and now > self._handshake_deadline:
             self._surface(self._fail_wc, "handshake timeout")
-        elif self.sq_state == SendState.FALLBACK and self._next_probe is not None and \
-                now >= self._next_probe and not self._probe_inflight:
+        elif self.sq_state == SendState.FALLBACK and self._probes and \
+                self._next_probe is not None and now >= self._next_probe and \
+                not self._probe_inflight:
             self._probe(now)
 
     def _on_wc(self, wc: WC, which: str, now: float) -> None:
@@ -621,7 +628,8 @@ class ShiftQP:
         self._next_probe = None
 
     def _start_switch_back(self, now: float) -> None:
-        self._event = {"event": "switch_back", "qp": self.qp_num, "t_probe_ok": now}
+        self._event = {"event": "switch_back", "qp": self.qp_num, "t_start": now,
+                       "trigger": "probe" if self._probes else "peer"}
         self.events.append(self._event)
         self.sq_state = SendState.WAIT_SIGNALED
         self._qp["b"].post_send(SendWR(_WR_FENCE, Opcode.RDMA_WRITE))
@@ -630,12 +638,20 @@ class ShiftQP:
         d.post_send(SendWR(_WR_NOTIFY, Opcode.RDMA_WRITE_WITH_IMM, imm_data=_SWITCH), ring=False)
         self.sq_state = SendState.WAIT_DRAINED
 
+    @property
+    def _probes(self) -> bool:
+        """Whether this side probes the default path (the smaller (NIC, QP number) of the pair)."""
+        rtr = self._attrs[QPState.RTR]
+        return (self.ep.default.name, self.qp_num) < (rtr["dest_dev"], rtr["dest_qp_num"])
+
     def _peer_switched_back(self, now: float) -> None:
         b = self._qp["b"]
         recvs = [self._recv_origin.pop(("b", i), None) for i in range(self._rq_done["b"], b.rq_pi)
                  if i not in self._internal_rq["b"]]
         self._qp["d"].post_recv([r for r in recvs if r is not None])
         self.rq_state = RecvState.DEFAULT
+        if self.sq_state == SendState.FALLBACK:  # the follower: the path carried the notification
+            self._start_switch_back(now)
         self._maybe_rearm_backup()
 
     def _maybe_rearm_backup(self) -> None:
