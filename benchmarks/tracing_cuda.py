@@ -14,10 +14,15 @@ Run from the repository root on a machine with a CUDA GPU:
    it back; each profiled step and each tracer kernel window is compressed in both formats (the
    paper's 24-byte triples, our quantile sketch) and scored; the export and the CUDA-traced run
    are diagnosed (no fault is injected: a culprit would be a false alarm).
+3. The tracing overhead on step time, untraced and traced steps paired in one process
+   (``causalkit.systems.tracing.overhead.measure_overhead`` with ``device="cuda"``: CUDA-event
+   phase timers, CUDA kernel windows, a synchronisation closing each step), for the four
+   configurations of the CPU study.
 
-Writes to ``--out`` (at most 6 files): summary.json (run facts, diagnoses, the export's most
-frequent kernels), phase_timers.csv, compression_formats.csv, compression_windows.csv, the export
-as export.json.gz (if under 4.5 MB) and MANIFEST.json (``causalkit.studies.write_manifest``).
+Writes to ``--out`` (at most 7 files): summary.json (run facts, diagnoses, the export's most
+frequent kernels), phase_timers.csv, compression_formats.csv, compression_windows.csv,
+overhead.csv (``summarize_overhead``), the export as export.json.gz (if under 4.5 MB) and
+MANIFEST.json (``causalkit.studies.write_manifest``).
 Exits 1 when CUDA is not available, unless ``--allow-cpu`` (then the CPU path runs).
 """
 
@@ -109,9 +114,13 @@ def main(argv=None) -> int:
     parser.add_argument("--allow-cpu", action="store_true",
                         help="run the CPU path when CUDA is not available")
     parser.add_argument("--steps", type=int, default=48, help="traced steps per clock (48)")
+    parser.add_argument("--overhead-pairs", type=int, default=300,
+                        help="paired untraced/traced steps per overhead configuration (300)")
     args = parser.parse_args(argv)
     if args.steps < 16:
         parser.error(f"--steps must be at least 16 (diagnosis needs them); got {args.steps}")
+    if args.overhead_pairs < 2:
+        parser.error(f"--overhead-pairs must be at least 2; got {args.overhead_pairs}")
     import torch
 
     cuda = torch.cuda.is_available()
@@ -129,6 +138,7 @@ def main(argv=None) -> int:
     from causalkit.systems.tracing import TraceStore, compress, diagnose
     from causalkit.systems.tracing.capture import profile_training
     from causalkit.systems.tracing.kineto import kineto_store
+    from causalkit.systems.tracing.overhead import measure_overhead, summarize_overhead
     from causalkit.systems.tracing.studies import format_rows, summarize_formats
     from causalkit.systems.tracing.tracefile import read_kineto, read_trace
 
@@ -191,12 +201,21 @@ def main(argv=None) -> int:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+    # a transformer step of ~10 ms on an H200 (the CPU path: the CPU study's small default)
+    workload = ({"layers": 4, "d_model": 1024, "hidden": 4096, "batch": 8, "seq": 256} if cuda
+                else {})
+    t0 = time.perf_counter()
+    overhead = summarize_overhead(measure_overhead(pairs=args.overhead_pairs, device=device,
+                                                   **workload))
+    summary["overhead"] = {"workload": workload or "measure_overhead defaults",
+                           "pairs": args.overhead_pairs, "seconds": time.perf_counter() - t0}
     summary["imported_econml_or_faiss"] = sorted(m for m in ("econml", "faiss")
                                                  if m in sys.modules)
     summary["wall_s"] = time.perf_counter() - start
     phase_timers.to_csv(out / "phase_timers.csv", index=False)
     formats.to_csv(out / "compression_formats.csv", index=False)
     windows.to_csv(out / "compression_windows.csv", index=False)
+    overhead.to_csv(out / "overhead.csv")
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=_jsonable))
     write_manifest(out, study="argus-cuda", device=device, steps=args.steps,
                    wall_seconds=round(summary["wall_s"], 3))
@@ -213,6 +232,8 @@ def main(argv=None) -> int:
         print(f"diagnosis (traced, {runs['auto']['clock']} clock): "
               f"{summary['diagnosis_traced']['summary']}")
         print(f"diagnosis (export): {summary['diagnosis_export']['summary']}")
+        print(f"tracing overhead ({args.overhead_pairs} pairs per configuration):")
+        print(overhead.round(3).to_string())
         print(f"econml/faiss imported: {summary['imported_econml_or_faiss'] or 'no'}; "
               f"wall {summary['wall_s']:.1f} s; results in {out}/")
     return 0

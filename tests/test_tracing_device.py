@@ -185,9 +185,10 @@ def test_cuda_benchmark_refuses_to_run_without_cuda(tmp_path, capsys):
 def test_cuda_benchmark_cpu_path(tmp_path):
     import json
 
-    assert _cuda_benchmark().main(["--out", str(tmp_path), "--allow-cpu", "--steps", "24"]) == 0
+    assert _cuda_benchmark().main(["--out", str(tmp_path), "--allow-cpu", "--steps", "24",
+                                   "--overhead-pairs", "4"]) == 0
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert len(files) <= 6 and "summary.json" in files and "MANIFEST.json" in files
+    assert len(files) <= 7 and {"overhead.csv", "summary.json", "MANIFEST.json"} <= set(files)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["device"] == "cpu" and summary["process_group"] == "gloo"
     formats = pd.read_csv(tmp_path / "compression_formats.csv")

@@ -216,5 +216,10 @@ def test_overhead_measurement_pairs_the_arms():
         measure_overhead(pairs=1, configs=("on",))
     with pytest.raises(ValueError, match="pairs"):
         measure_overhead(pairs=0)
+    with pytest.raises(ValueError, match="device"):
+        measure_overhead(pairs=1, device="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            measure_overhead(pairs=1, device="cuda")
     cost = channel_costs(1000)
     assert 0 < cost["inline_us"] <= cost["record_us"] < 200 and 0 < cost["stack_us"] < 500

@@ -25,11 +25,13 @@ the default path, the one whose (default NIC, QP number) is smaller; the other f
 prober's switch-back notification arrives. (Two independent probers race: one side's probe can
 succeed while the other's, sent before the link came back, exhausts its retries; that side then
 resets its default QP to PSN 0 and the first side's next packet, at PSN 1, is refused as out of
-sequence.) A zero-length WRITE probe on the default QP succeeds; a signaled fence WR is posted on the backup QP (SHIFT's own, so an idle
-application cannot stall the switch); a WRITE_WITH_IMM notification is posted on the default QP and
-later application WRs queue behind it **without a doorbell**; when the fence completes the doorbell
-is rung up to the notification, and when the notification completes, for the rest. The peer, on
-that notification, moves its outstanding RECVs back to the default QP. Once both directions are
+sequence.) When the zero-length WRITE probe on the default QP succeeds, a signaled fence WR is
+posted on the backup QP (SHIFT's own, so an idle application cannot stall the switch); a
+WRITE_WITH_IMM notification is posted on the default QP and later application WRs queue behind it
+**without a doorbell**; when the fence completes the doorbell is rung up to the notification, and
+when the notification completes, for the rest. The peer, on that notification, moves its
+outstanding RECVs back to the default QP and switches its own sends back the same way (fence,
+notification). Once both directions are
 back, each side resets its backup QP (re-arm: fresh PSNs, a control RECV at the head of its
 receive queue) so that the next failover's handshake finds it clean.
 

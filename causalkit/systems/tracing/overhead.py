@@ -43,6 +43,11 @@ Configurations:
 The processor's work on profiler windows overlaps the next arms, traced or not, so for the two
 profiler configurations ``wall`` understates the cost and ``total_cpu`` is the measure to quote.
 
+On a CUDA device (``device="cuda"``) the model and batch live on the GPU, the tracer times the
+phases with CUDA events (``Tracer(device="auto")``) and its kernel channel records CUDA kernels,
+and each timed step ends with ``torch.cuda.synchronize()`` so that its wall time holds the GPU's
+work; the two arms then differ only by what the tracer adds to the step.
+
 References: Zhou et al. (2026), arXiv 2606.20374 (the always-on channels' overhead target);
 Efron & Tibshirani (1993), *An Introduction to the Bootstrap*, chapter 13 (percentile
 interval).
@@ -78,7 +83,11 @@ class _NoTracer:
 
 
 def _loop(tracer, layers, x, steps: int) -> np.ndarray:
-    """(steps, 2) array: per step, wall and training-thread CPU milliseconds."""
+    """(steps, 2) array: per step, wall and training-thread CPU milliseconds (a CUDA batch
+    ``x``: each step ends with a device synchronisation)."""
+    import torch
+
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
     out = np.empty((steps, 2))
     for i in range(steps):
         t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
@@ -97,6 +106,7 @@ def _loop(tracer, layers, x, steps: int) -> np.ndarray:
                 for p in layers.parameters():
                     p.data.add_(p.grad, alpha=-1e-4)
                     p.grad = None
+        sync()
         out[i] = time.perf_counter_ns() - t0, time.thread_time_ns() - c0
     return out / 1e6
 
@@ -116,14 +126,15 @@ def _drain(tracer, timeout_s: float = 120.0) -> None:
     raise RuntimeError(f"the tracer failed during the measurement: {tracer.last_error_!r}")
 
 
-def _tracer(config: str, store: Path, profile_every: int):
+def _tracer(config: str, store: Path, profile_every: int, device: str):
     from causalkit.systems.tracing.tracer import CHANNELS, Tracer
 
+    clock = "auto" if device == "cuda" else "cpu"   # CUDA events on a GPU
     if config == "off":
         return None
-    if config == "always_on":             # the measured loop runs on the CPU
-        return Tracer(store, channels=("phases", "stacks"), device="cpu")
-    return Tracer(store, channels=CHANNELS, device="cpu",
+    if config == "always_on":
+        return Tracer(store, channels=("phases", "stacks"), device=clock)
+    return Tracer(store, channels=CHANNELS, device=clock,
                   profile_every=profile_every if config == "duty_cycled" else 1)
 
 
@@ -137,7 +148,7 @@ def _pairs(config: str, model, x, pairs: int, steps: int, store: Path, profile_e
            rng) -> list[dict]:
     """The ``pairs`` pairs of one configuration, one row per arm."""
     untraced = _NoTracer()
-    tracer = _tracer(config, store, profile_every)
+    tracer = _tracer(config, store, profile_every, x.device.type)
     traced = tracer or untraced
     rows, background = [], 0.0
     with tracer or nullcontext():
@@ -165,7 +176,7 @@ def _pairs(config: str, model, x, pairs: int, steps: int, store: Path, profile_e
 
 def measure_overhead(pairs: int = 800, steps_per_arm: int = 1, profile_every: int = 10,
                      layers: int = 4, d_model: int = 64, hidden: int = 256, batch: int = 16,
-                     seq: int = 32, configs=CONFIGS, seed=0) -> pd.DataFrame:
+                     seq: int = 32, configs=CONFIGS, seed=0, device: str = "cpu") -> pd.DataFrame:
     """Per-arm costs of paired untraced / traced steps (see the module docstring).
 
     Parameters
@@ -183,6 +194,8 @@ def measure_overhead(pairs: int = 800, steps_per_arm: int = 1, profile_every: in
         tracer, the configurations in a random order.
     seed : int or Generator
         Order of the configurations and of the arms within each pair.
+    device : {"cpu", "cuda"}
+        Where the workload runs (``"cuda"``: see the module docstring).
 
     Returns
     -------
@@ -202,10 +215,15 @@ def measure_overhead(pairs: int = 800, steps_per_arm: int = 1, profile_every: in
     unknown = sorted(set(configs) - set(CONFIGS))
     if unknown or not configs:
         raise ValueError(f"configs: unknown {unknown}; choose one or more of {CONFIGS}")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda'; got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but CUDA is not available")
     torch.set_num_threads(1)
     rng = check_random_state(seed)
-    model = _build({"seed": 0, "d_model": d_model, "hidden": hidden, "layers": layers})
-    x = torch.randn(batch, seq, d_model)
+    model = _build({"seed": 0, "d_model": d_model, "hidden": hidden,
+                    "layers": layers}).to(device)
+    x = torch.randn(batch, seq, d_model, device=device)
     rows = []
     with tempfile.TemporaryDirectory(prefix="argus-overhead-") as tmp:
         _loop(_NoTracer(), model, x, 10)                      # warm-up
