@@ -47,6 +47,7 @@ STUDIES = {
     "policy-econml": ("causalkit.policy.studies", "versus_econml"),
     "policy-overlap": ("causalkit.policy.studies", "overlap_grid"),
     "policy-objective": ("causalkit.policy.studies", "objective_choice"),
+    "policy-bootstrap": ("causalkit.policy.studies", "learner_bootstrap"),
     "vclos-collision": ("causalkit.systems.netsched.studies", "collision"),
     "vclos-testbed": ("causalkit.systems.netsched.studies", "testbed"),
     "vclos-large": ("causalkit.systems.netsched.studies", "large"),
