@@ -21,13 +21,17 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.core-installed
 	MPLBACKEND=Agg $(BIN)/causalkit demo --out demo_output
 
+# two pytest-xdist workers, each test file on one worker (its module fixtures are built once);
+# override with e.g. PYTEST_XDIST="-n 8" or PYTEST_XDIST="-n 0" (one process)
+PYTEST_XDIST ?= -n 2 --dist loadfile
+
 ## test: install the package with [dev] and run the test suite (slow studies excluded)
 test: $(VENV)/.dev-installed
-	MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
+	MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 ## test-all: the test suite including the study-sized (slow) tests
 test-all: $(VENV)/.dev-installed
-	MPLBACKEND=Agg $(BIN)/python -m pytest --runslow $(PYTEST_ARGS)
+	MPLBACKEND=Agg $(BIN)/python -m pytest --runslow $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 ## smoke: build the sdist and wheel, install the wheel into a fresh venv, run demo + loaders
 smoke: $(VENV)/.dev-installed

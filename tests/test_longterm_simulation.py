@@ -19,8 +19,10 @@ BIASED = ["CompleteCase", "NaiveIPW", "SequentialRegression (wrong chain)",
 def _summary(reps, n, seed):
     design = LinearGaussianDesign(dropout=(0.25, 0.25, 0.25), xi=1.0)
     design.intercepts()
-    res = run_study(lambda rng: design.sample(rng, n=n), linear_estimators(seed=1), reps, seed,
-                    n_jobs=2, progress=False)
+    checked = {name: est for name, est in linear_estimators(seed=1).items()
+               if name in CORRECT + BIASED}   # each estimator is seeded on its own
+    res = run_study(lambda rng: design.sample(rng, n=n), checked, reps, seed, n_jobs=2,
+                    progress=False)
     assert (res["error"] == "").all(), res.loc[res["error"] != "", "error"].tolist()
     return summarize(res).assign(
         robust_sd=res.groupby("estimator")["estimate"].apply(

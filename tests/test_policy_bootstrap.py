@@ -34,8 +34,9 @@ def _coverage(reps, n, n_boot, policy):
 
 
 def test_learner_bootstrap_covers_the_learned_policy_value():
-    # 20 reps: P(Binomial(20, 0.95) <= 15) < 0.004
-    assert _coverage(reps=20, n=300, n_boot=40, policy="linear") >= 16 / 20
+    # 12 reps: P(Binomial(12, 0.95) <= 8) < 0.003 (the full-size coverage is the study
+    # policy-bootstrap, 200 replications, and the slow test below)
+    assert _coverage(reps=12, n=300, n_boot=30, policy="linear") >= 9 / 12
 
 
 @pytest.mark.slow

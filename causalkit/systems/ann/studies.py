@@ -34,7 +34,7 @@ FULL = {"datasets": ("sift", "patches", "text"), "families": ("ivfpq", "hnsw"),
         "n_base": {"sift": 30000, "patches": 30000, "text": None}, "n_queries": 1000,
         "reps": 1, "qps_repeats": 3}
 QUICK = {"datasets": ("synthetic",), "families": ("ivfpq", "hnsw"),
-         "n_base": {"synthetic": 10000}, "n_queries": 200, "reps": 1, "qps_repeats": 2}
+         "n_base": {"synthetic": 3000}, "n_queries": 100, "reps": 1, "qps_repeats": 2}
 
 
 def _part(out, tag: str):

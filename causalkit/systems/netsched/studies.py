@@ -177,7 +177,7 @@ def _twin_estimate(data, policy, options):
 def testbed(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
             quick=False) -> pd.DataFrame:
     """Collision slowdown on the 32-GPU testbed twin: ECMP knobs, best fit, vClos (calibration)."""
-    reps = reps or (30 if quick else 300)
+    reps = reps or (10 if quick else 300)
     res = _run(_twin_design, {label: partial(_twin_estimate, policy=p, options=o)
                               for label, (p, o) in TESTBED_POLICIES.items()},
                reps, seed, n_jobs, backend, scheduler, out)
@@ -268,7 +268,7 @@ def large(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=No
           quick=False, loads=None) -> pd.DataFrame:
     """Average JCT and queueing delay across loads on 128 GPUs, stable loads only (64 in quick)."""
     if quick:
-        cluster, n, loads, reps = LeafSpine(8, 8, 8), 120, loads or (0.3, 0.9), reps or 2
+        cluster, n, loads, reps = LeafSpine(8, 8, 8), 60, loads or (0.3, 0.9), reps or 2
     else:
         cluster, n, loads, reps = LeafSpine(16, 8, 8), 400, \
             loads or (0.2, 0.3, 0.4, 0.5, 0.7, 0.9), reps or 4
@@ -346,7 +346,7 @@ def fragmentation(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None
                   quick=False, loads=None) -> pd.DataFrame:
     """Cross-leaf jobs on 128 GPUs, non-blocking (8 spines) and 2:1 (4 spines): OCS vs vClos."""
     if quick:
-        leaves, n, loads, reps = 8, 120, loads or (0.6,), reps or 2
+        leaves, n, loads, reps = 8, 60, loads or (0.6,), reps or 2
     else:
         leaves, n, loads, reps = 16, 300, loads or (0.4, 0.6), reps or 3
     tables = []
