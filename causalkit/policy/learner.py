@@ -20,8 +20,14 @@ final policy (``predict``) is refitted on all rows.
 source-only AIPW value (``"source"``: the score matrix of
 :meth:`~causalkit.policy.TargetPolicyValue.source_score_matrix` on the source rows, i.e. the
 usual doubly robust policy learning that ignores the shift; its scores carry no density-ratio
-weights, so they are less noisy), or whichever of the two has the larger held-out estimated
-*target* value (``"auto"``). Whatever the objective, ``value_`` is the held-out target-DR value.
+weights, so they are less noisy), or a choice between the two by their held-out estimated
+*target* values (``"auto"``): the source objective is taken only when its held-out value exceeds
+the target objective's by more than one standard error of the paired difference, the target
+objective otherwise. The target objective is the consistent one for the target estimand; the
+source objective only trades its bias for less variance, so the choice asks for evidence before
+leaving it (a one-standard-error rule, as in Breiman et al., 1984, *Classification and
+Regression Trees*, section 3.4.3; the threshold is that convention, not tuned). Whatever the
+objective, ``value_`` is the held-out target-DR value.
 
 ``estimate(inference="bootstrap")`` is the two-sample pipeline bootstrap of the whole learner:
 on each resample (source rows within arms, target rows within the target) the value estimator,
@@ -101,9 +107,11 @@ class TargetPolicyLearner(CausalEstimator):
         Deploy the argmax arm (default). ``False`` deploys the smooth probabilities (linear/MLP).
     objective : {"target", "source", "auto"}
         What the policy maximises (module docstring): the estimated target value (default), the
-        source-only AIPW value, or (``"auto"``) whichever of the two gives the larger held-out
-        estimated target value; the choice, both held-out values and their paired difference
-        with its SE are recorded in ``objective_choice_`` and shown in summaries.
+        source-only AIPW value, or (``"auto"``) the source objective when its held-out
+        estimated target value exceeds the target objective's by more than one SE of the paired
+        difference, the target objective otherwise (module docstring); the choice, both
+        held-out values and their paired difference with its SE are recorded in
+        ``objective_choice_`` and shown in summaries.
     cv : int, scikit-learn splitter or precomputed folds
         Folds of the cross-fitted (held-out) evaluation behind ``value_``, over the stacked
         source and target rows (an int stratifies them on the sample).
@@ -143,9 +151,9 @@ class TargetPolicyLearner(CausalEstimator):
     only through the random fold splits; the held-out value follows its split more than a
     cross-fitted value estimate does, since each fold's policy is learned on the other folds
     (in a simulated example with 300 source and 300 target rows, its SD over seeds was about
-    0.6 of its standard error). With ``objective="auto"`` the reported ``value_`` is the larger of
-    two held-out values, so it is slightly optimistic by the selection; the pipeline bootstrap
-    repeats the choice on every resample.
+    0.6 of its standard error). With ``objective="auto"`` the reported ``value_`` is the held-out
+    value of the chosen objective, so it is slightly optimistic by the selection; the pipeline
+    bootstrap repeats the choice on every resample.
     """
 
     _nuisance_slots = {}
@@ -234,11 +242,11 @@ class TargetPolicyLearner(CausalEstimator):
         if self.objective == "auto":
             diff = contrast(held["source"][0], held["target"][0],
                             name="held-out value, source minus target objective")
-            chosen = "source" if diff.value > 0 else "target"
+            chosen = "source" if diff.value > diff.std_error else "target"
             reason = (f"auto: held-out target value {held[chosen][0].value:.4g} for "
                       f"{chosen!r} vs {held[_other(chosen)][0].value:.4g} for "
                       f"{_other(chosen)!r} (difference source - target {diff.value:.3g}, "
-                      f"SE {diff.std_error:.3g})")
+                      f"SE {diff.std_error:.3g}; 'source' needs a difference above one SE)")
             self.objective_choice_ = {"target": held["target"][0], "source": held["source"][0],
                                       "difference": diff, "reason": reason}
         else:
