@@ -31,9 +31,9 @@ WRITE_WITH_IMM notification is posted on the default QP and later application WR
 **without a doorbell**; when the fence completes the doorbell is rung up to the notification, and
 when the notification completes, for the rest. The peer, on that notification, moves its
 outstanding RECVs back to the default QP and switches its own sends back the same way (fence,
-notification). Once both directions are
-back, each side resets its backup QP (re-arm: fresh PSNs, a control RECV at the head of its
-receive queue) so that the next failover's handshake finds it clean.
+notification). Once both directions are back, each side resets its backup QP (re-arm: fresh
+PSNs, a control RECV at the head of its receive queue) so that the next failover's handshake
+finds it clean.
 
 Not masked (a second fault inside the recovery window, which the protocol of the paper does not
 cover): a fault on the default path while a switch-back is under way (the notification's fate is
