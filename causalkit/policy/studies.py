@@ -19,6 +19,8 @@ of the learned policy and ``truth`` the unrestricted optimum, so ``bias = -mean 
 
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, PolynomialFeatures
 
+from causalkit.exceptions import CausalkitWarning
 from causalkit.policy import dgps
 from causalkit.policy.learner import TargetPolicyLearner
 from causalkit.policy.value import METHODS, TargetPolicyValue
@@ -39,6 +42,14 @@ __all__ = ["reference", "versus_econml", "overlap_grid", "objective_choice",
 #: Nuisance specifications of the reference study.
 SPECS = ("correct", "outcome_wrong", "weights_wrong", "propensity_wrong",
          "outcome_and_weights_wrong")
+
+
+@contextmanager
+def _quietly():
+    """Silence CausalkitWarnings of fits inside replications (they would repeat in every one)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CausalkitWarning)
+        yield
 
 
 def _first_column(X):
@@ -75,13 +86,8 @@ def _design(rng, *, design, shift, truth, n_source, n_target, outside_share=0.0)
 
 def _value_estimator(data, *, spec, policy, method):
     """Fit the value estimator once per data set (shared by all methods) and estimate."""
-    import warnings
-
-    from causalkit.exceptions import CausalkitWarning
-
     if spec not in data["cache"]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CausalkitWarning)
+        with _quietly():
             data["cache"][spec] = nuisance_spec(spec, random_state=data["seed"]).fit(
                 data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
     fitted = data["cache"][spec]
@@ -109,12 +115,7 @@ def _overlap_default(data, *, policy):
 def _overlap_trimmed(data, *, policy, design, shift, outside_share):
     """``on_poor_overlap="trim"``: the estimate against the value of the trimmed target
     population (Monte Carlo over the overlap region), as ``truth`` and ``covered``."""
-    import warnings
-
-    from causalkit.exceptions import CausalkitWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CausalkitWarning)
+    with _quietly():
         est = TargetPolicyValue(on_poor_overlap="trim", random_state=data["seed"]).fit(
             data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
     out = est.estimate(policy)
@@ -134,12 +135,7 @@ def _true_policy_value(model, design, shift, optimum):
 
 def _learner(data, *, make, design, shift):
     """True target value of a learned policy (``estimate``), regret and its held-out estimate."""
-    import warnings
-
-    from causalkit.exceptions import CausalkitWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CausalkitWarning)
+    with _quietly():
         model = make(data)
     value, regret = _true_policy_value(model, design, shift, data["truth"])
     out = {"estimate": value, "regret": regret}
@@ -155,12 +151,7 @@ def _learner(data, *, make, design, shift):
 def _bootstrapped_learner(data, *, policy, n_boot, shift):
     """True target value of the learned policy (``estimate``, so ``bias = -regret``) and whether
     the learner's pipeline-bootstrap and influence intervals for its held-out value hold it."""
-    import warnings
-
-    from causalkit.exceptions import CausalkitWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CausalkitWarning)
+    with _quietly():
         learner = TargetPolicyLearner(TargetPolicyValue(cv=2), policy=policy, depth=2,
                                       random_state=data["seed"]).fit(
             data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
