@@ -56,9 +56,10 @@ def test_robust_excess_is_not_capped_by_a_mid_window_onset():
 
 
 def _two_rank_store(opt_ms=(0.5, 0.5), allreduce_ms=(1.0, 1.0), late_ms=0.0, mlp_ms=(1.0, 1.0),
-                    steps=30, seed=0):
+                    steps=30, seed=0, mlp_cpu_ms=None):
     """Two ranks, phases mlp / allreduce / optimizer per step with log-normal noise; rank 1
-    enters the allreduce ``late_ms`` after rank 0."""
+    enters the allreduce ``late_ms`` after rank 0. With ``mlp_cpu_ms`` the phases carry CPU
+    times (the mlp's from ``mlp_cpu_ms``, the others' equal to their durations)."""
     rng = np.random.default_rng(seed)
     iters, phases = [], []
     for step in range(steps):
@@ -72,10 +73,38 @@ def _two_rank_store(opt_ms=(0.5, 0.5), allreduce_ms=(1.0, 1.0), late_ms=0.0, mlp
                        (rank, step, "allreduce", "dp0", start_ar, int(ar), 4096),
                        (rank, step, "optimizer", "dp0", start_ar + int(ar), int(opt), 0)]
             iters.append((rank, step, t0, int(mlp + ar + opt)))
-    return MemoryStore(
-        pd.DataFrame(iters, columns=["rank", "step", "start_ns", "duration_ns"]),
-        pd.DataFrame(phases, columns=["rank", "step", "phase", "grp", "start_ns", "duration_ns",
-                                      "nbytes"]))
+    phases = pd.DataFrame(phases, columns=["rank", "step", "phase", "grp", "start_ns",
+                                           "duration_ns", "nbytes"])
+    if mlp_cpu_ms is not None:
+        cpu = phases["duration_ns"].astype(float)
+        is_mlp = phases["phase"] == "mlp"
+        cpu[is_mlp] = 1e6 * np.asarray(mlp_cpu_ms)[phases.loc[is_mlp, "rank"].to_numpy()]
+        phases["cpu_ns"] = cpu.astype(np.int64)
+    return MemoryStore(pd.DataFrame(iters, columns=["rank", "step", "start_ns", "duration_ns"]),
+                       phases)
+
+
+@pytest.mark.parametrize("mlp_cpu_ms, kind", [((1.0, 1.0), "off_cpu"),
+                                              ((1.0, 4.0), "compute_straggler")])
+def test_a_phase_slower_only_on_the_wall_clock_is_off_cpu_not_a_straggler(mlp_cpu_ms, kind):
+    """Rank 1's mlp takes 4x its peer's wall time. If its CPU time is the peer's, the thread
+    was waiting (not scheduled on a busy host): a host symptom, not a straggler; if its CPU
+    time grew too, it did more work and is the straggler."""
+    store = _two_rank_store(mlp_ms=(1.0, 4.0), mlp_cpu_ms=mlp_cpu_ms)
+    report = diagnose(store)
+    found = [(f.kind, f.rank, f.phase) for f in report.findings if f.level == "phase"
+             and f.kind in ("off_cpu", "compute_straggler")]
+    assert found == [(kind, 1, "mlp")]
+    row = report.phase_table.set_index(["phase", "rank"]).loc[("mlp", 1)]
+    assert row["cpu_rel"] == pytest.approx(mlp_cpu_ms[1] / mlp_cpu_ms[0] - 1)
+    assert bool(row["off_cpu"]) == (kind == "off_cpu")
+    if kind == "off_cpu":
+        assert report.culprits == []
+        assert report.findings[[f.kind for f in report.findings].index("off_cpu")].category \
+            == "host"
+    # without CPU times (device clocks, older stores) the wall clock decides
+    wall_only = diagnose(_two_rank_store(mlp_ms=(1.0, 4.0)))
+    assert [(f.kind, f.rank) for f in wall_only.culprits] == [("compute_straggler", 1)]
 
 
 def test_a_short_phase_too_small_to_delay_the_step_is_not_a_straggler():

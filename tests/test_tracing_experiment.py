@@ -31,6 +31,17 @@ def test_compute_straggler_is_named(straggler):
     assert table.iloc[0]["kind"] == "compute_straggler" and table.iloc[0]["rank"] == 1
 
 
+def test_phases_carry_the_training_threads_cpu_time(straggler):
+    """CPU time is measured beside the wall clock: never more than it (one thread), and the
+    straggler's padded mlp shows the extra work in CPU time too, not only on the wall clock."""
+    out, exp, _, _ = straggler
+    phases = TraceStore(next(out.glob("*/traces"))).phases(steps=(exp.fault_step, exp.steps))
+    assert phases["cpu_ns"].notna().all() and (phases["cpu_ns"] >= 0).all()
+    assert (phases["cpu_ns"] <= phases["duration_ns"] * 1.01 + 50_000).all()
+    mlp = phases[phases["phase"] == "mlp"].groupby("rank")["cpu_ns"].median()
+    assert mlp[1] > 1.5 * mlp[0]
+
+
 def test_masked_straggler_is_compute_not_network(tmp_path):
     exp = TrainingExperiment(fault="masked_straggler", world_size=2, steps=56, out_dir=tmp_path)
     row, report = exp.trace()

@@ -11,7 +11,11 @@ Levels (all automatic here; run on one window of steps):
   compared leave-one-out (:func:`levels.robust_excess`); a rank is flagged when
   rel >= ``phase_rel``, z >= ``phase_z`` and its excess m_i - b_i is at least ``phase_impact``
   of the median job iteration time (a phase that is relatively slow but too short to delay the
-  step is not a straggler). After an L1 regression, only the steps after the change point are
+  step is not a straggler). Where the trace carries the training thread's CPU time per phase
+  (CPU runs), a compute phase is flagged only if its CPU time is also ``phase_rel`` above its
+  peers'; one that is slower on the wall clock alone is reported as ``off_cpu`` (its thread was
+  waiting: not scheduled on an oversubscribed host, on I/O or on a lock), a symptom of the
+  host, not a straggler. After an L1 regression, only the steps after the change point are
   used.
 * **Culprit vs victim** (the masked-straggler rule): in a synchronous collective the slowest
   rank arrives last, so its collective is *shorter* and its peers' are longer. A rank flagged on
@@ -76,7 +80,7 @@ class Finding:
         ``"iteration"``, ``"phase"``, ``"kernel"``, ``"pipeline"`` or ``"stacks"``.
     kind : str
         ``compute_straggler``, ``link_degradation``, ``communication``, ``jit_compile``,
-        ``pipeline_bubble`` (root causes), or ``victim``, ``jitter``,
+        ``pipeline_bubble`` (root causes), or ``victim``, ``off_cpu``, ``jitter``,
         ``regression``, ``spike``, ``kernel_outlier`` (symptoms).
     window : (int, int)
         Step range [lo, hi) of the evidence.
@@ -214,10 +218,14 @@ def _open(store):
 
 
 def _per_step_phase(phases: pd.DataFrame) -> pd.DataFrame:
-    """(phase, grp, rank, step) -> summed duration (ms), plus first start of the step."""
+    """(phase, grp, rank, step) -> summed duration (ms), first start of the step, and summed
+    CPU time of the training thread (``cpu_ms``, NaN where the trace has none)."""
+    if "cpu_ns" not in phases:
+        phases = phases.assign(cpu_ns=np.nan)
     g = phases.groupby(["phase", "grp", "rank", "step"], sort=True)
     return pd.DataFrame({"ms": g["duration_ns"].sum() / _NS_PER_MS,
-                         "start_ns": g["start_ns"].min()}).reset_index()
+                         "start_ns": g["start_ns"].min(),
+                         "cpu_ms": g["cpu_ns"].sum(min_count=1) / _NS_PER_MS}).reset_index()
 
 
 def _l1(it: pd.DataFrame, window: int, jitter_ratio: float, regression_ratio: float):
@@ -275,17 +283,22 @@ def _l2(per_step: pd.DataFrame, phase_rel: float, phase_z: float,
         if ranks.size < 2:
             continue
         stats = levels.robust_excess(matrix)
+        collective = phase in COLLECTIVE_PHASES
+        _, cpu = _matrix(sub, "cpu_ms")
+        cpu_rel = np.full(ranks.size, np.nan) if collective or np.isnan(cpu).any() else \
+            levels.robust_excess(cpu)["rel"]
         for i, rank in enumerate(ranks):
+            slow = bool(stats["rel"][i] >= phase_rel and stats["z"][i] >= phase_z
+                        and stats["median"][i] - stats["baseline"][i] >= min_excess_ms)
+            # slower on the wall clock but not in CPU time: the excess was spent off the CPU
+            off_cpu = slow and bool(cpu_rel[i] < phase_rel)
             rows.append({"phase": phase, "grp": grp, "rank": int(rank),
                          "median_ms": stats["median"][i], "baseline_ms": stats["baseline"][i],
                          "rel": stats["rel"][i], "z": stats["z"][i], "vote": stats["vote"][i],
-                         "cv": stats["cv"], "collective": phase in COLLECTIVE_PHASES,
-                         "flagged": bool(stats["rel"][i] >= phase_rel
-                                         and stats["z"][i] >= phase_z
-                                         and stats["median"][i] - stats["baseline"][i]
-                                         >= min_excess_ms)})
+                         "cv": stats["cv"], "cpu_rel": cpu_rel[i], "collective": collective,
+                         "flagged": slow and not off_cpu, "off_cpu": off_cpu})
     cols = ["phase", "grp", "rank", "median_ms", "baseline_ms", "rel", "z", "vote", "cv",
-            "collective", "flagged"]
+            "cpu_rel", "collective", "flagged", "off_cpu"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -514,6 +527,16 @@ def _compose(table: pd.DataFrame, ktable: pd.DataFrame, per_step: pd.DataFrame, 
                            confidence=float(top["vote"]),
                            details={"masked": bool(masked), "rel": float(top["rel"]),
                                     "z": float(top["z"]), "n_kernels_flagged": len(mine)}))
+    for _, c in table[table["off_cpu"]].iterrows():
+        out.append(Finding("phase", "off_cpu", window, rank=int(c["rank"]), phase=str(c["phase"]),
+                           category="host",
+                           evidence=f"{c['phase']} median {c['median_ms']:.2f} ms vs "
+                                    f"{c['baseline_ms']:.2f} ms in {c['grp']} "
+                                    f"(+{c['rel']:.0%}) on the wall clock, but its CPU time is "
+                                    f"{c['cpu_rel']:+.0%} against its peers': the extra time "
+                                    "was spent off the CPU (waiting to be scheduled on a busy "
+                                    "host, on I/O or on a lock), not computing",
+                           confidence=float(c["vote"]), details={"cpu_rel": float(c["cpu_rel"])}))
     victims = set()
     for _, c in table[table["flagged"] & table["collective"]].iterrows():
         rank = int(c["rank"])

@@ -67,7 +67,9 @@ class PhaseEvent:
     ``start_ns`` is wall-clock (``time.time_ns``) so that arrival order at a collective can be
     compared across ranks on one host; ``duration_ns`` comes from ``perf_counter_ns``.
     ``group`` is the parallel-group tag used for L2 routing (e.g. ``"dp0"``, ``"ep1"``,
-    ``"pp2"``); ``nbytes`` is the payload of a collective (0 for compute phases).
+    ``"pp2"``); ``nbytes`` is the payload of a collective (0 for compute phases); ``cpu_ns``
+    is the CPU time the training thread spent in the phase (``thread_time_ns``; None where it
+    is not measured, as on a device clock).
     """
 
     phase: str
@@ -77,6 +79,7 @@ class PhaseEvent:
     duration_ns: int
     group: str = "dp0"
     nbytes: int = 0
+    cpu_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS iterations (rank INTEGER, step INTEGER, start_ns INTEGER,
                                        duration_ns INTEGER);
 CREATE TABLE IF NOT EXISTS phases (rank INTEGER, step INTEGER, phase TEXT, grp TEXT,
-                                   start_ns INTEGER, duration_ns INTEGER, nbytes INTEGER);
+                                   start_ns INTEGER, duration_ns INTEGER, nbytes INTEGER,
+                                   cpu_ns INTEGER);
 CREATE TABLE IF NOT EXISTS stacks (rank INTEGER, timestamp_ns INTEGER, thread_id INTEGER,
                                    frames TEXT);
 CREATE TABLE IF NOT EXISTS windows (rank INTEGER, window_id INTEGER, step INTEGER,
@@ -144,7 +145,8 @@ class TraceStore:
         return self._query("SELECT * FROM iterations" + where, params, ranks)
 
     def phases(self, steps=None, ranks=None) -> pd.DataFrame:
-        """rank, step, phase, grp, start_ns, duration_ns, nbytes."""
+        """rank, step, phase, grp, start_ns, duration_ns, nbytes, cpu_ns (the training
+        thread's CPU time; NULL where not measured, and absent from older stores)."""
         where, params = self._steps_clause(steps)
         return self._query("SELECT * FROM phases" + where, params, ranks)
 

@@ -7,7 +7,9 @@ Channels (each can be switched off without affecting the others):
   :meth:`Tracer.step`: ``perf_counter_ns`` on the CPU, CUDA events on the compute and
   communication streams on a CUDA host (:mod:`causalkit.systems.tracing.device`; the processor
   thread resolves their durations). A collective's start is also taken on the
-  wall clock (``time.time_ns``) so the processor and diagnosis can see who arrived last.
+  wall clock (``time.time_ns``) so the processor and diagnosis can see who arrived last. On the
+  CPU each phase also records the training thread's CPU time (``thread_time_ns``), so the
+  diagnosis can tell a phase that did more work from one whose thread was not scheduled.
 * ``"stacks"`` (CPU call stacks, always on): a daemon thread samples the training thread's
   Python stack every ``stack_interval_s`` from ``sys._current_frames()`` (the in-process
   stand-in for py-spy).
@@ -99,25 +101,27 @@ class _StepTimer:
 class _PhaseTimer:
     """Context manager of one :meth:`Tracer.phase`: one phase row in the step's buffer."""
 
-    __slots__ = ("tracer", "name", "group", "nbytes", "wall", "t0")
+    __slots__ = ("tracer", "name", "group", "nbytes", "wall", "t0", "c0")
 
     def __init__(self, tracer: Tracer, name: str, group: str | None, nbytes: int):
         self.tracer, self.name, self.group, self.nbytes = tracer, name, group, nbytes
 
     def __enter__(self) -> None:
-        self.wall, self.t0 = time.time_ns(), time.perf_counter_ns()
+        self.wall, self.t0, self.c0 = time.time_ns(), time.perf_counter_ns(), \
+            time.thread_time_ns()
 
     def __exit__(self, *exc) -> bool:
-        return self._finish(time.perf_counter_ns() - self.t0)
+        t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
+        return self._finish(t1 - self.t0, c1 - self.c0)
 
-    def _finish(self, duration) -> bool:
+    def _finish(self, duration, cpu_ns: int | None = None) -> bool:
         tr, name, group = self.tracer, self.name, self.group
         if group is None:
             group = tr._group_of.get(name)
             if group is None:
                 group = tr._group_of[name] = route_group(name, tr.groups)
         tr._phase_rows.append((tr.rank, tr._step, name, group, self.wall, duration,
-                               int(self.nbytes)))
+                               int(self.nbytes), cpu_ns))
         tr._buffered += 1
         if tr._buffered >= tr.batch_size:
             tr._hand_over()
