@@ -51,11 +51,56 @@ def test_score_matrix_identity_and_two_sample_se(normalize):
         P_s, P_t = est.policy_matrices(policy)
         rows = np.arange(800)
         m_t = np.sum(P_t * est.mu_target_, axis=1)
-        c_s = omega * P_s[rows, a] * (data["y"] - est.mu_source_[rows, a])
+        u = P_s[rows, a] * (data["y"] - est.mu_source_[rows, a])
+        c_s = omega * u
         assert res.value == pytest.approx(m_t.mean() + c_s.mean(), abs=1e-12)
+        if normalize:  # ratio estimator per arm: the delta method centres u at its arm's ratio
+            theta = np.array([c_s[a == k].sum() / omega[a == k].sum() for k in (0, 1)])
+            c_s = omega * (u - theta[a])
         se = np.sqrt(m_t.var() / 600 + c_s.var() / 800)
         assert res.std_error == pytest.approx(se, rel=1e-10)
         assert isinstance(res, Estimate) and res.influence.shape == (1400,)
+
+
+@pytest.mark.parametrize("method", ["dr", "ipw", "source_only"])
+def test_normalised_influence_is_the_derivative_of_the_estimator(method):
+    """With the nuisances held fixed, the estimate is a smooth function of per-row case
+    weights; the influence value of a source row is n_S times the estimate's derivative in that
+    row's case weight (here by central differences of a hand-written weighted estimator).
+    The outcome model is wrong (x1 only), so the weighted residuals do not average zero and the
+    ratio's centring matters."""
+    data = _data(seed=11)
+    wrong = _fit(data, outcome_model=_FirstColumnOLS())
+    a, y = data["treatment"], data["y"]
+    rows = np.arange(800)
+    P_s, P_t = wrong.policy_matrices(SOFT)
+    raw = (wrong.weights_ if method != "source_only" else 1.0) / wrong.propensity_[rows, a]
+    pi_a = P_s[rows, a]
+    u = pi_a * (y if method == "ipw" else y - wrong.mu_source_[rows, a])
+    plain = np.sum(P_s * wrong.mu_source_, axis=1) if method == "source_only" else 0.0
+
+    def source_term(c):
+        per_arm = [np.sum((c * raw * u)[a == k]) / np.sum((c * raw)[a == k]) for k in (0, 1)]
+        return np.sum(c * plain) / np.sum(c) + np.sum(per_arm)
+
+    res = wrong.estimate(SOFT, method)
+    phi_s = res.influence[:800] * 800 / 1400
+    h = 1e-6
+    for i in (0, 17, 400, 799):
+        up, down = np.ones(800), np.ones(800)
+        up[i], down[i] = 1 + h, 1 - h
+        derivative = (source_term(up) - source_term(down)) / (2 * h)
+        assert 800 * derivative == pytest.approx(phi_s[i], rel=1e-5, abs=1e-7)
+
+
+class _FirstColumnOLS(LinearRegression):
+    """OLS on the first covariate only: a wrong outcome model."""
+
+    def fit(self, X, y, sample_weight=None):
+        return super().fit(np.asarray(X)[:, :1], y, sample_weight)
+
+    def predict(self, X):
+        return super().predict(np.asarray(X)[:, :1])
 
 
 def test_no_shift_equals_standard_aipw_on_pooled_covariates():

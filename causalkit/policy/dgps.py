@@ -86,10 +86,13 @@ def _propensity(design, X):
 
 
 def _target_covariates(rng, n, shift, outside_share):
-    """Target draws :math:`N(m, I_3)`, the first ``round(outside_share * n)`` moved
-    :data:`OUTSIDE_SHIFT` SD further along :math:`x_1`."""
+    """Target draws :math:`N(m, I_3)`, each moved :data:`OUTSIDE_SHIFT` SD further along
+    :math:`x_1` with probability ``outside_share`` (independently, so the target sample is iid
+    from the mixture the estimand averages over; a fixed count would be a stratified sample,
+    whose spread the iid standard errors overstate)."""
     X = rng.normal(size=(n, 3)) + np.asarray(shift, dtype=float)
-    X[:int(round(outside_share * n)), 0] += OUTSIDE_SHIFT
+    if outside_share > 0:
+        X[rng.random(n) < outside_share, 0] += OUTSIDE_SHIFT
     return X
 
 

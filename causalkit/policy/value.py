@@ -13,8 +13,9 @@ sizes).
 
 The estimator is the one-step (efficient influence function) form implied by the identification
 formula :math:`V_T(\\pi) = E_T[\\sum_a \\pi(a|X)\\mu(a, X)]`, cross-fitted over both samples;
-the within-arm normalisation of the weights (``normalize=True``) is a finite-sample choice that
-leaves its first-order behaviour unchanged.
+the within-arm normalisation of the weights (``normalize=True``) turns the weighted term of
+each arm into a ratio (Hajek) estimator, whose influence function centres the weighted
+residuals at their weighted mean (class Notes).
 
 Reference: Liu, Yang, Tian, Guo & Wu (2025), "Optimal Policy Adaptation under Covariate Shift",
 IJCAI 2025 (arXiv:2501.08067); Uehara, Kato & Yasui (2020), "Off-Policy Evaluation and Learning
@@ -253,7 +254,15 @@ class TargetPolicyValue(CausalEstimator):
     unbiased to first order when :math:`\\hat\\mu` is correct or when both :math:`\\hat w` and
     :math:`\\hat e` are. Its two-sample influence function gives
     :math:`\\widehat{se}^2 = s^2_T/n_T + s^2_S/n_S` (variances of the two summands), which
-    attains the semiparametric efficiency bound. ``Estimate.influence`` stacks the influence
+    attains the semiparametric efficiency bound. With ``normalize=True`` (default) the weights
+    :math:`r_i = \\hat w(X_i)/\\hat e(A_i|X_i)` are divided by their mean within each arm, so
+    the source term is a sum over arms of ratios :math:`\\hat\\theta_a = \\sum_{A_i=a} r_i u_i /
+    \\sum_{A_i=a} r_i` with :math:`u_i = \\pi(A_i|X_i)\\{Y_i - \\hat\\mu(A_i, X_i)\\}`, and
+    :math:`s^2_S` is the variance of the ratio's influence values
+    :math:`\\tilde r_i (u_i - \\hat\\theta_{A_i})` (delta method). The difference matters when
+    the outcome model is wrong: then :math:`\\theta_a \\ne 0` and the uncentred scores add
+    about :math:`\\theta_a^2 \\mathrm{Var}(\\tilde r)/n_S` to the variance, which over-covers
+    (the ``policy-overlap`` study's nonlinear design). ``Estimate.influence`` stacks the influence
     values of the source rows, then the target rows, scaled to the stacked size
     :math:`n = n_S + n_T` so that :func:`causalkit.inference.contrast` applies directly.
 
@@ -526,19 +535,37 @@ class TargetPolicyValue(CausalEstimator):
                 policy_matrix(policy, self.data_.frame(self.X_target_), self.arms_))
 
     def _scores(self, P_s, P_t, method):
-        """Per-row scores (source part, target part; ``None`` where a part is absent)."""
+        """Per-row scores: (source part, its influence values, target part; ``None`` where a
+        part is absent).
+
+        The source part's mean is the estimate's source term. Its influence values are the
+        scores themselves (up to centring) for unnormalised weights; with ``normalize`` the
+        weighted term of arm :math:`a` is a ratio :math:`\\hat\\theta_a = \\sum_{A_i=a} r_i u_i /
+        \\sum_{A_i=a} r_i` (raw weights :math:`r`, weighted quantity :math:`u`), whose
+        influence values are :math:`\\tilde r_i (u_i - \\hat\\theta_{A_i})` with the
+        normalised weights :math:`\\tilde r` (the delta method for a ratio)."""
         rows = np.arange(P_s.shape[0])
-        pi_a = P_s[rows, self.treatment_index_]
+        a_idx = self.treatment_index_
+        pi_a = P_s[rows, a_idx]
+
+        def weighted(weights, u, plain=0.0):
+            scores = plain + weights * u
+            if not self.normalize:
+                return scores, scores
+            theta = (np.bincount(a_idx, weights=weights * u, minlength=self.arms_.size)
+                     / np.bincount(a_idx, weights=weights, minlength=self.arms_.size))
+            return scores, plain + weights * (u - theta[a_idx])
+
         if method == "dr":
-            return (self.residual_weights_ * pi_a * self.residuals_,
+            return (*weighted(self.residual_weights_, pi_a * self.residuals_),
                     np.sum(P_t * self.mu_target_, axis=1))
         if method == "direct":
-            return None, np.sum(P_t * self.mu_target_, axis=1)
+            return None, None, np.sum(P_t * self.mu_target_, axis=1)
         if method == "ipw":
-            return self.residual_weights_ * pi_a * self.y_, None
+            return (*weighted(self.residual_weights_, pi_a * self.y_), None)
         if method == "source_only":
-            return (np.sum(P_s * self.mu_source_, axis=1)
-                    + self.inverse_propensity_ * pi_a * self.residuals_, None)
+            return (*weighted(self.inverse_propensity_, pi_a * self.residuals_,
+                              np.sum(P_s * self.mu_source_, axis=1)), None)
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
 
     def estimate_matrices(self, P_source, P_target, method="dr", *, name=None):
@@ -551,14 +578,14 @@ class TargetPolicyValue(CausalEstimator):
         the ``SE`` detail say.
         """
         check_is_fitted(self, "weights_")
-        s_s, s_t = self._scores(np.asarray(P_source), np.asarray(P_target), method)
+        s_s, if_s, s_t = self._scores(np.asarray(P_source), np.asarray(P_target), method)
         n_s, n_t = self.weights_.size, self.mu_target_.shape[0]
         n = n_s + n_t
         phi = np.zeros(n)
         value = 0.0
         if s_s is not None:
             value += s_s.mean()
-            phi[:n_s] = n / n_s * (s_s - s_s.mean())
+            phi[:n_s] = n / n_s * (if_s - if_s.mean())
         if s_t is not None:
             value += s_t.mean()
             phi[n_s:] = n / n_t * (s_t - s_t.mean())
