@@ -139,7 +139,7 @@ def test_boosting_domain_model_flags_partial_non_support():
     assert not quiet.overlap_["poor_overlap"]
     with pytest.warns(OverlapWarning, match="outside the source support"):
         loud = _fit(_data("estimation", "10% outside", 5), domain_model="boosting")
-    assert loud.overlap_["n_target_above_bound"] > 150     # of the 200 units moved out
+    assert loud.overlap_["n_target_above_bound"] > 150     # of the about 200 units moved out
 
 
 def test_direct_and_ipw_intervals_are_labelled_conditional():
