@@ -1,5 +1,6 @@
 """Each long-term estimator's own inference: the stacked sandwich of the least-squares chain
-(checked against statsmodels' HC2 and by simulation), the estimated-weights term of the IPW
+(checked against statsmodels' HC2 and by simulation), the leave-one-out residuals of the
+substitution variance, the estimated-weights term of the IPW
 influence function (checked against statsmodels' IPW and by simulation), bootstrap-only
 plug-ins, and the unnormalised-IPW warning."""
 
@@ -13,7 +14,7 @@ from statsmodels.treatment.treatment_effects import TreatmentEffect
 
 from causalkit.exceptions import CausalkitWarning
 from causalkit.longterm import LinearGaussianDesign, SeqMSM, SequentialIPW, SequentialRegression
-from causalkit.longterm._sandwich import ols_influence
+from causalkit.longterm._sandwich import leverage, loo_residual, ols_influence
 
 
 def _regression_data(seed=0, n=300):
@@ -32,6 +33,25 @@ def test_ols_influence_is_hc2(weighted):
     rows = np.ones(y.size, dtype=bool)
     infl = ols_influence(D, y - fit.fittedvalues, w, rows)
     np.testing.assert_allclose(infl.T @ infl / y.size ** 2, fit.cov_params(), rtol=1e-10)
+
+
+def test_loo_residual_is_the_residual_of_the_fit_without_the_unit():
+    """``e_i / (1 - h_ii)`` equals ``y_i`` minus the prediction of the least squares fitted on
+    the other units, and the sandwich with these residuals is statsmodels' HC3 covariance; a
+    unit fitted exactly (leverage 1: the only one with its value of a dummy) keeps 0."""
+    D, y, _ = _regression_data(n=60)
+    fit = sm.OLS(y, D).fit(cov_type="HC3")
+    loo = loo_residual(y - fit.fittedvalues, leverage(D))
+    for i in (0, 17, 59):
+        others = np.delete(np.arange(y.size), i)
+        beta = np.linalg.lstsq(D[others], y[others], rcond=None)[0]
+        assert loo[i] == pytest.approx(y[i] - D[i] @ beta, rel=1e-9)
+    bread = np.linalg.inv(D.T @ D)
+    np.testing.assert_allclose(bread @ (D.T * loo ** 2) @ D @ bread, fit.cov_params(),
+                               rtol=1e-10)
+    alone = np.c_[D, np.eye(y.size)[:, 0]]
+    exact = y - alone @ np.linalg.lstsq(alone, y, rcond=None)[0]
+    assert loo_residual(exact, leverage(alone))[0] == 0.0
 
 
 def test_ols_influence_on_a_subset():

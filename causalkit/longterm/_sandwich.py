@@ -48,8 +48,8 @@ from causalkit._linalg import independent_columns
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import unscaled
 
-__all__ = ["Design", "ols_influence", "leverage", "hc2_residual", "chain_leverage",
-           "chain_influence", "least_squares_kind"]
+__all__ = ["Design", "ols_influence", "leverage", "hc2_residual", "loo_residual",
+           "chain_leverage", "chain_influence", "least_squares_kind"]
 
 
 class Design:
@@ -82,6 +82,13 @@ def hc2_residual(residual: np.ndarray, h: np.ndarray) -> np.ndarray:
     """``e_i / sqrt(1 - h_ii)``; a unit fitted exactly (``h_ii = 1``, its residual 0) keeps 0."""
     room = 1.0 - h
     return np.where(room > 1e-12, residual / np.sqrt(np.maximum(room, 1e-12)), 0.0)
+
+
+def loo_residual(residual: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``e_i / (1 - h_ii)``, the leave-one-out (prediction) residual of least squares, whose
+    square is the HC3 term (MacKinnon & White 1985); a unit fitted exactly keeps 0."""
+    room = 1.0 - h
+    return np.where(room > 1e-12, residual / np.maximum(room, 1e-12), 0.0)
 
 
 def ols_influence(design: np.ndarray, residual: np.ndarray, weight: np.ndarray,

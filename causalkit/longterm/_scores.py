@@ -30,7 +30,7 @@ import numpy as np
 from causalkit.exceptions import ClippingWarning
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import cumulative_scores
-from causalkit.longterm._sandwich import hc2_residual
+from causalkit.longterm._sandwich import loo_residual
 from causalkit.nuisance import fit_clone
 
 __all__ = ["inverse_weights", "count_capped", "warn_capped", "aipw_components", "combine_aipw",
@@ -158,8 +158,23 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     of ``D_at^2`` on ``H_t`` among the arm's stage-``t`` responders; ``e1`` and ``lam`` are
     clipped as in the estimator. When the residuals are in-sample least-squares residuals,
     ``leverage`` (n, T, 2) holds each unit's leverage ``h`` in its stage regression
-    (:func:`~causalkit.longterm._sandwich.chain_leverage`) and ``D^2 / (1 - h)`` replaces
-    ``D^2`` (as HC2 does; an in-sample residual's variance is ``sigma^2 (1 - h)``).
+    (:func:`~causalkit.longterm._sandwich.chain_leverage`) and the leave-one-out residual
+    ``D / (1 - h)`` replaces ``D`` (the HC3 term; MacKinnon & White 1985, *J. Econometrics*
+    29(3); Long & Ervin 2000, *Amer. Statist.* 54(3), recommend it for small samples).
+
+    Why HC3 and not HC2, which the least-squares sandwich of
+    :mod:`causalkit.longterm._sandwich` uses. An in-sample residual's variance is
+    ``sigma^2 (1 - h)``, so ``D^2 / (1 - h)`` (HC2) is unbiased for ``sigma^2`` under
+    homoskedasticity; but this variance is that of the efficient influence function, which
+    leaves out the finite-sample variance from estimating the propensity and continuation
+    models in sample, and that part grows with the same ratio of covariates to units as the
+    leverage. HC3's larger correction, ``sigma^2 / (1 - h)`` on average, is a
+    jackknife-style allowance for it. Chosen on draws no study uses (seeds
+    ``[700000, r]``, the studies' designs; MonotoneAIPW's median SE / SD and coverage with HC2
+    against HC3): IHDP (139 treated, 25 covariates), 400 replications, 15% drop-out per stage
+    0.87 / 0.892 against 1.02 / 0.940, 30% 0.93 / 0.948 against 1.15 / 0.970; linear design
+    (n = 1000, 5 covariates), 200 replications, 40% 0.93 / 0.940 against 0.98 / 0.950, 10%
+    1.04 / 0.960 against 1.05 / 0.960 (leverages there are small, so the two barely differ).
     """
     n = data.n
     variance = float(np.var(m_first[:, 1] - m_first[:, 0]))
@@ -171,7 +186,7 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
             at_risk = data.at_risk(k) & (data.a == arm)
             residual = D[responders, k, arm]
             squared = (residual if leverage is None
-                       else hc2_residual(residual, leverage[responders, k, arm])) ** 2
+                       else loo_residual(residual, leverage[responders, k, arm])) ** 2
             if not responders.any() or not squared.any():
                 continue
             level = squared.mean()          # fitted on the unit scale: the penalty is then

@@ -98,16 +98,14 @@ class MonotoneAIPW(MonotoneEstimator):
         Estimator of the influence function's variance behind the standard error.
         ``"substitution"`` (default, :func:`~causalkit.longterm._scores.substitution_variance`)
         averages each stage's term over the units at risk with a model of the squared
-        residuals (for in-sample least-squares chains divided by ``1 - h``, ``h`` the
-        leverage, as HC2 does); ``"empirical"`` is the sample variance of the scores, which
-        under heavy drop-out is too small (linear design, n = 1000, 150 replications, seeds
-        920000-920149: at 40% drop-out per stage SE/SD 0.76 and coverage 0.87 empirical,
-        1.21 and 0.95 substitution; at 10%, 1.02 and 1.03, both covering 0.94; IHDP, 139
-        treated and 25 covariates, seeds 300000-300149: SE/SD 0.93 and coverage 0.93 at 15%,
-        1.04 and 0.91 at 30%, where the substitution variance without the leverage
-        correction had covered 0.83 at 15% on the study's seeds). The coverage on the
-        studies' own seeds is in ``simulations/results/longterm-linear`` and
-        ``longterm-ihdp``.
+        residuals (for in-sample least-squares chains the leave-one-out residuals
+        ``D / (1 - h)``, ``h`` the leverage, as HC3 does: the function's docstring says why
+        and gives the coverage that chose it); ``"empirical"`` is the sample variance of the
+        scores, which under heavy drop-out is too small (linear design, n = 1000, 150
+        replications, seeds 920000-920149: at 40% drop-out per stage SE/SD 0.76 and coverage
+        0.87 empirical, 1.21 and 0.95 substitution; at 10%, 1.02 and 1.03, both covering
+        0.94). The coverage on the studies' own seeds is in
+        ``simulations/results/longterm-linear`` and ``longterm-ihdp``.
     weight_cap : float
         Cap on the cumulative weight ``1 / (e_A(X) r_t(H_t))`` (reported as ``n_capped_``, with
         a ``ClippingWarning`` when it binds); default none, as in
