@@ -26,7 +26,6 @@ container plus resampling (Bach et al. 2022, *JMLR* 23(53)).
 from __future__ import annotations
 
 import functools
-import numbers
 import sys
 import warnings
 import zlib
@@ -39,7 +38,13 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
-from causalkit._validation import as_seed_sequence, check_alpha, check_positive_int, child_seed
+from causalkit._validation import (
+    as_seed_sequence,
+    check_alpha,
+    check_n_jobs,
+    check_positive_int,
+    child_seed,
+)
 from causalkit.exceptions import CausalkitWarning
 from causalkit.inference import Estimate, bootstrap
 
@@ -262,9 +267,7 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
             out = self._influence_estimate(target)
         else:
             n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
-            n_jobs = 1 if n_jobs is None else n_jobs
-            if not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
-                raise ValueError(f"n_jobs must be a nonzero integer; got {n_jobs!r}")
+            n_jobs = 1 if check_n_jobs(n_jobs) is None else n_jobs
             seq = (self.seed_for("bootstrap") if random_state is None
                    else as_seed_sequence(random_state))
             key = (n_boot, seq.entropy, seq.spawn_key, target_key)

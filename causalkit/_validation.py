@@ -199,6 +199,14 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
     return int(value)
 
 
+def check_n_jobs(value, name: str = "n_jobs") -> int | None:
+    """joblib's ``n_jobs``: None or a nonzero integer (negative counts back from every core)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                              or value == 0):
+        raise ValueError(f"{name} must be None or a nonzero integer; got {value!r}")
+    return value
+
+
 def check_fraction(value, name: str, *, closed: bool = True) -> float:
     """Number in [0, 1] (``closed``) or (0, 1)."""
     ok = isinstance(value, numbers.Real) and (

@@ -160,6 +160,9 @@ def test_learner_errors():
         TargetPolicyLearner(value="dr").fit(*args, **kw)
     with pytest.raises(ValueError, match="depth must be 1 or 2"):
         TargetPolicyLearner(policy="tree", depth=3).fit(*args, **kw)
+    for n_jobs in (0, 1.5, True):
+        with pytest.raises(ValueError, match="n_jobs must be None or a nonzero integer"):
+            TargetPolicyLearner(policy="tree", n_jobs=n_jobs).fit(*args, **kw)
     with pytest.raises(NotFittedError):
         TargetPolicyLearner().predict(d["X_target"])
     fitted = TargetPolicyLearner(TargetPolicyValue(cv=2), policy="tree", depth=1).fit(*args, **kw)

@@ -97,3 +97,18 @@ def test_depth2_search_with_a_constant_column_and_a_binary_column():
     tree, value = fit_policy_tree(X, gamma, depth=2, min_samples_leaf=3)
     assert value == pytest.approx(_depth2_reference(X, gamma, 3), abs=1e-12)
     assert tree.get("feature") != 0  # a constant column cannot be split
+
+
+def test_threaded_search_returns_the_single_thread_tree_and_breaks_ties_by_feature_order():
+    # column 3 repeats column 0, so both root features reach the same best total: any thread
+    # count must give the one-thread tree, which keeps the first of tied features
+    rng = np.random.default_rng(6)
+    n = 200
+    X = rng.normal(size=(n, 3))
+    X = np.c_[X, X[:, 0]]
+    gamma = rng.normal(size=(n, 2))
+    gamma[:, 1] += 2 * np.sign(X[:, 0]) * np.sign(X[:, 1])
+    one, value = fit_policy_tree(X, gamma, depth=2, n_jobs=1)
+    assert one["feature"] == 0
+    for n_jobs in (2, -1):
+        assert fit_policy_tree(X, gamma, depth=2, n_jobs=n_jobs) == (one, value)

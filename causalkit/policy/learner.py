@@ -45,7 +45,13 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from causalkit._base import CausalEstimator
-from causalkit._validation import check_array, check_positive_int, child_seed, seed_int
+from causalkit._validation import (
+    check_array,
+    check_n_jobs,
+    check_positive_int,
+    child_seed,
+    seed_int,
+)
 from causalkit.inference import contrast
 from causalkit.nuisance import make_folds
 from causalkit.policy._data import policy_data
@@ -93,6 +99,10 @@ class TargetPolicyLearner(CausalEstimator):
         (:func:`causalkit.policy.trees.fit_policy_tree`).
     min_samples_leaf : int
         Minimum rows per tree leaf.
+    n_jobs : int or None
+        Threads of the exact depth-2 tree search (``fit_policy_tree``): -1 (default) every
+        core; None or 1 one thread (inside a study that already runs one process per core).
+        The learned tree does not depend on it.
     l2 : float
         L2 penalty of the smooth policies (rewards are standardised first).
     temperature : float
@@ -161,13 +171,14 @@ class TargetPolicyLearner(CausalEstimator):
     _label = "Target policy learner"
     _estimand = "learned policy value (held-out)"
 
-    def __init__(self, value=None, policy="linear", depth=2, min_samples_leaf=5,
+    def __init__(self, value=None, policy="linear", depth=2, min_samples_leaf=5, n_jobs=-1,
                  l2=1e-3, temperature=1.0, hidden_units=16, learning_rate=0.05, max_iter=500,
                  deterministic=True, objective="target", cv=2, random_state=None):
         self.value = value
         self.policy = policy
         self.depth = depth
         self.min_samples_leaf = min_samples_leaf
+        self.n_jobs = n_jobs
         self.l2 = l2
         self.temperature = temperature
         self.hidden_units = hidden_units
@@ -190,6 +201,7 @@ class TargetPolicyLearner(CausalEstimator):
             raise ValueError(f"depth must be 1 or 2; got {self.depth!r}")
         for name in ("min_samples_leaf", "hidden_units", "max_iter"):
             check_positive_int(getattr(self, name), name)
+        check_n_jobs(self.n_jobs)
         if isinstance(self.cv, numbers.Integral):
             check_positive_int(self.cv, "cv", minimum=2)
         for name in ("temperature", "learning_rate"):
@@ -201,7 +213,8 @@ class TargetPolicyLearner(CausalEstimator):
     def _fit_policy(self, X, gamma, seed):
         if self.policy == "tree":
             tree, _ = fit_policy_tree(X, gamma, depth=self.depth,
-                                      min_samples_leaf=self.min_samples_leaf)
+                                      min_samples_leaf=self.min_samples_leaf,
+                                      n_jobs=self.n_jobs)
             return _TreePolicy(tree, gamma.shape[1])
         if self.policy == "linear":
             return fit_linear_policy(X, gamma, l2=self.l2, temperature=self.temperature,

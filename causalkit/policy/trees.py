@@ -30,7 +30,8 @@ on another feature. The search is :math:`O(p^2 K^2 n\\log n)` time (:math:`2p^2 
 insertions: every root feature, every child feature, both children) and :math:`O(np + nK^2)`
 memory for any number of arms; one compiled call per root feature runs the scans of all child
 features (compiled with numba when it is installed, cached on disk so that a new process loads
-rather than recompiles it; the same code runs interpreted, much slower, without numba). Unlike a
+rather than recompiles it; the same code runs interpreted, much slower, without numba), and the
+root features are independent, so ``n_jobs`` threads search them side by side. Unlike a
 greedy CART-like tree, which fixes the root split by an impurity criterion and then splits each
 child once, this is the global optimum over all depth-2 trees: its work grows as
 :math:`p^2 n\\log n` where a greedy fit's grows as :math:`p\\,n\\log n`.
@@ -39,6 +40,7 @@ child once, this is the global optimum over all depth-2 trees: its work grows as
 from __future__ import annotations
 
 import numpy as np
+from joblib import Parallel, delayed
 
 try:
     from numba import njit
@@ -239,7 +241,7 @@ def _stump_value(gs, T, size, tot, min_leaf, bar, pa, pb, off, hi_mx, lo_mn, sta
     return best
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _scan_children(group, n_groups, gamma, cut, min_leaf, pa, pb, left, right):
     """Raise ``left[i]`` / ``right[i]`` to the best depth-1 reward of the left / right child
     of every allowed root split point i (rows ``0..i`` of the root order on the left) over
@@ -272,8 +274,28 @@ def _scan_children(group, n_groups, gamma, cut, min_leaf, pa, pb, left, right):
                                                                   hi_mx, lo_mn, stack))
 
 
-def _best_depth2(X, gamma, min_leaf):
-    """Best root split (feature, threshold, total reward) over every split point, or None."""
+def _best_root_split(j, X, gamma, group, n_groups, min_leaf, pa, pb):
+    """Best split of the root on feature ``j``: (feature, threshold, total reward) or None."""
+    n = X.shape[0]
+    order = np.argsort(X[:, j], kind="stable")
+    xs = X[order, j]
+    sizes = np.arange(1, n)
+    cut = np.zeros(n, dtype=np.bool_)
+    cut[:-1] = (xs[:-1] < xs[1:]) & (sizes >= min_leaf) & (n - sizes >= min_leaf)
+    if not cut.any():
+        return None
+    left, right = np.full(n, -np.inf), np.full(n, -np.inf)
+    _scan_children(np.ascontiguousarray(group[:, order]), n_groups,
+                   np.ascontiguousarray(gamma[order]), cut, min_leaf, pa, pb, left, right)
+    total = np.where(cut, left + right, -np.inf)
+    i = int(np.argmax(total))
+    return j, float(0.5 * (xs[i] + xs[i + 1])), float(total[i])
+
+
+def _best_depth2(X, gamma, min_leaf, n_jobs=None):
+    """Best root split (feature, threshold, total reward) over every split point, or None.
+    The root features are searched in ``n_jobs`` threads (the compiled scan releases the GIL);
+    their results are compared in feature order, so the tree does not depend on ``n_jobs``."""
     n, p = X.shape
     K = gamma.shape[1]
     pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(K, 1))
@@ -282,26 +304,17 @@ def _best_depth2(X, gamma, min_leaf):
     for j in range(p):
         values, inverse = np.unique(X[:, j], return_inverse=True)
         group[j], n_groups[j] = inverse.ravel(), values.size
-    sizes = np.arange(1, n + 1)
+    splits = Parallel(n_jobs=n_jobs, prefer="threads")(
+        delayed(_best_root_split)(j, X, gamma, group, n_groups, min_leaf, pa, pb)
+        for j in range(p))
     best = None
-    for j in range(p):
-        order = np.argsort(X[:, j], kind="stable")
-        xs = X[order, j]
-        cut = np.zeros(n, dtype=np.bool_)
-        cut[:-1] = (xs[:-1] < xs[1:]) & (sizes[:-1] >= min_leaf) & (n - sizes[:-1] >= min_leaf)
-        if not cut.any():
-            continue
-        left, right = np.full(n, -np.inf), np.full(n, -np.inf)
-        _scan_children(np.ascontiguousarray(group[:, order]), n_groups,
-                       np.ascontiguousarray(gamma[order]), cut, min_leaf, pa, pb, left, right)
-        total = np.where(cut, left + right, -np.inf)
-        i = int(np.argmax(total))
-        if best is None or _rel_better(total[i], best[2]):
-            best = (j, float(0.5 * (xs[i] + xs[i + 1])), float(total[i]))
+    for split in splits:
+        if split is not None and (best is None or _rel_better(split[2], best[2])):
+            best = split
     return best
 
 
-def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5):
+def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None):
     """Best tree of the given depth for the reward matrix ``gamma`` (exact search).
 
     Parameters
@@ -312,6 +325,10 @@ def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5):
     depth : {1, 2}
     min_samples_leaf : int
         Minimum rows in every leaf.
+    n_jobs : int or None
+        Threads for the depth-2 search, one root feature at a time (joblib's convention: None
+        is 1 unless a ``joblib.parallel_config`` says otherwise, -1 is every core). The tree is
+        the same for any value.
 
     Returns
     -------
@@ -328,7 +345,7 @@ def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5):
     n = X.shape[0]
     tree, value = _best_stump(X, gamma, min_samples_leaf)
     if depth == 2:
-        root = _best_depth2(X, gamma, min_samples_leaf)
+        root = _best_depth2(X, gamma, min_samples_leaf, n_jobs)
         if root is not None and _rel_better(root[2], value):
             j, threshold, _ = root
             go_left = X[:, j] <= threshold
