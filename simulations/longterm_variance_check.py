@@ -12,8 +12,8 @@ Usage: ``python simulations/longterm_variance_check.py [JOBS]`` (about 9 minutes
 """
 import sys
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
@@ -28,17 +28,6 @@ SEED = 700000
 OUT = Path(__file__).parent / "results" / "longterm" / "longterm_variance_check.csv"
 ESTIMATORS = {"MonotoneAIPW": MonotoneAIPW, "SequentialTMLE": SequentialTMLE}
 RESIDUALS = {"HC2": hc2_residual, "HC3": loo_residual}
-
-
-@contextmanager
-def residuals(kind):
-    """The substitution variance with the leverage correction ``kind``."""
-    saved = scores.loo_residual
-    scores.loo_residual = RESIDUALS[kind]
-    try:
-        yield
-    finally:
-        scores.loo_residual = saved
 
 
 def designs():
@@ -59,7 +48,7 @@ def replicate(sample, rep):
     s = sample(np.random.default_rng([SEED, rep]))
     rows = []
     for kind in RESIDUALS:
-        with residuals(kind):
+        with patch.object(scores, "loo_residual", RESIDUALS[kind]):
             for name, cls in ESTIMATORS.items():
                 res = cls().fit(s["X"], s["outcome"], s["treatment"], short=s["short"]).estimate(
                     inference="influence")

@@ -16,8 +16,8 @@ Usage: ``python simulations/policy_trim_bound_check.py [JOBS]`` (about 8 minutes
 """
 import sys
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
@@ -33,17 +33,6 @@ CASES = ("2 SD", "4 SD")
 OUT = Path(__file__).parent / "results" / "policy" / "policy_trim_bound_check.csv"
 
 
-@contextmanager
-def trim_bound(bound):
-    """Trimming with the density-ratio bound ``bound``."""
-    saved = value_module.TRIM_DENSITY_RATIO
-    value_module.TRIM_DENSITY_RATIO = bound
-    try:
-        yield
-    finally:
-        value_module.TRIM_DENSITY_RATIO = saved
-
-
 def replicate(design, case, rep):
     warnings.simplefilter("ignore")
     shift, outside = dgps.OVERLAP_GRID[case]
@@ -52,7 +41,7 @@ def replicate(design, case, rep):
                          n_target=2000, shift=shift, outside_share=outside)
     rows = []
     for bound in BOUNDS:
-        with trim_bound(bound):
+        with patch.object(value_module, "TRIM_DENSITY_RATIO", bound):
             est = TargetPolicyValue(on_poor_overlap="trim", random_state=rep).fit(
                 data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
             out = est.estimate(policy)
