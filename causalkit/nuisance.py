@@ -47,7 +47,7 @@ def predict_positive_proba(model, X) -> np.ndarray:
     return proba[:, classes.index(1)]
 
 
-def make_folds(cv, n: int, *, stratify=None, random_state=None) -> list:
+def make_folds(cv, n: int, *, stratify=None, groups=None, random_state=None) -> list:
     """The cross-fitting folds: a list of ``(train, test)`` index arrays.
 
     Parameters
@@ -61,6 +61,13 @@ def make_folds(cv, n: int, *, stratify=None, random_state=None) -> list:
         Number of rows.
     stratify : array-like of shape (n,), optional
         Labels to stratify an int ``cv`` on (a binary target, a treatment, a sample indicator).
+    groups : array-like of shape (n,), optional
+        The unit each row belongs to: rows of one unit share a test fold. The data containers
+        pass the original row of each row, which repeats only in a bootstrap resample; there
+        an int ``cv`` splits the distinct units (stratified on each unit's ``stratify`` label)
+        and every copy follows its unit, so no unit is both trained on and predicted. Without
+        repeats the folds are those without ``groups``. A splitter receives ``groups`` in its
+        ``split``; precomputed folds ignore it.
     random_state : None, int or SeedSequence
         Seed of the shuffle for an int ``cv``.
 
@@ -69,8 +76,17 @@ def make_folds(cv, n: int, *, stratify=None, random_state=None) -> list:
     list of (ndarray, ndarray)
         Every row appears in exactly one test fold.
     """
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (n,):
+            raise ValueError(f"groups must have length {n}; got shape {groups.shape}")
     if isinstance(cv, numbers.Integral) and not isinstance(cv, bool):
         cv = check_positive_int(cv, "cv", minimum=2)
+        if groups is not None:
+            units, first, unit_of_row = np.unique(groups, return_index=True,
+                                                  return_inverse=True)
+            if units.size < n:
+                return _unit_folds(cv, unit_of_row, first, stratify, random_state)
         if cv > n:
             raise ValueError(f"cv={cv} folds need at least {cv} rows; got {n}")
         seed = seed_int(random_state)
@@ -82,7 +98,7 @@ def make_folds(cv, n: int, *, stratify=None, random_state=None) -> list:
         return list(KFold(cv, shuffle=True, random_state=seed).split(np.zeros(n)))
     if hasattr(cv, "split"):
         y = np.zeros(n) if stratify is None else np.asarray(stratify)
-        folds = list(cv.split(np.zeros((n, 1)), y))
+        folds = list(cv.split(np.zeros((n, 1)), y, groups))
     elif (isinstance(cv, np.ndarray) and cv.ndim == 1 and np.issubdtype(cv.dtype, np.integer)) \
             or (isinstance(cv, (list, tuple)) and len(cv) == n
                 and all(isinstance(v, numbers.Integral) for v in cv)):
@@ -101,6 +117,18 @@ def make_folds(cv, n: int, *, stratify=None, random_state=None) -> list:
         raise ValueError(f"cv must give at least 2 folds whose test sets cover each of the {n} "
                          "rows exactly once")
     return folds
+
+
+def _unit_folds(cv: int, unit_of_row, first, stratify, random_state) -> list:
+    """Folds of an int ``cv`` over the distinct units, expanded to their rows (see
+    :func:`make_folds`: ``unit_of_row`` indexes the units, ``first`` is each unit's first row)."""
+    unit_strata = None if stratify is None else np.asarray(stratify)[first]
+    fold_of_unit = np.empty(first.size, dtype=int)
+    for k, (_, test) in enumerate(make_folds(cv, first.size, stratify=unit_strata,
+                                             random_state=random_state)):
+        fold_of_unit[test] = k
+    fold = fold_of_unit[unit_of_row]
+    return [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(cv)]
 
 
 def cross_fit(model, X, y, *, cv=5, method: str = "predict", stratify=None,

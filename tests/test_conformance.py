@@ -301,6 +301,45 @@ def test_same_numbers_in_another_process(name, other_process):
     assert here == other_process[name]
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_folds_of_a_bootstrap_resample_keep_each_units_copies_together(name, monkeypatch):
+    """Refitting on a resample (as the pipeline bootstrap does): every cross-fitting split
+    receives the units the rows copy and puts all copies of a unit in one test fold, so no
+    unit is both trained on and predicted (``make_folds(groups=...)``)."""
+    import causalkit.nuisance as nuisance
+    from causalkit.inference import _stratified_indices
+
+    est, _ = fitted(name)
+    if est.get_params().get("cv") == "auto":
+        est = fitted(name, cv=5)[0]                # the cross-fitted form of the estimator
+    data = est.data_
+    idx = _stratified_indices(np.random.default_rng(11), data.strata, data.n_rows)
+    resample = data.take(idx)
+    np.testing.assert_array_equal(np.sort(resample.units), idx)
+    calls = []
+
+    def spy(cv, n, *, groups=None, **kwargs):
+        folds = nuisance.make_folds(cv, n, groups=groups, **kwargs)
+        calls.append((groups, folds))
+        return folds
+
+    for module in [m for key, m in sys.modules.items() if key.startswith("causalkit.")
+                   and key != "causalkit.nuisance" and hasattr(m, "make_folds")]:
+        monkeypatch.setattr(module, "make_folds", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CausalkitWarning)
+        clone(est)._fit_data(resample)
+    if not calls:
+        pytest.skip(f"{name} does not cross-fit")
+    for groups, folds in calls:
+        assert groups is not None and np.unique(groups).size < groups.size
+        fold = np.empty(groups.size, dtype=int)
+        for k, (_, test) in enumerate(folds):
+            fold[test] = k
+        split = [u for u in np.unique(groups) if np.unique(fold[groups == u]).size > 1]
+        assert not split, f"{name}: copies of units {split[:5]} in different folds"
+
+
 # ----------------------------------------------------------------------------- front ends
 @pytest.mark.parametrize("name", NAMES)
 def test_dataframe_front_end_matches_arrays(name):

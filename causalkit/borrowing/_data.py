@@ -42,6 +42,10 @@ class HybridData:
     ``warm_start`` holds starting values that fits on this data leave for fits on its resamples
     (:meth:`take` hands a copy down): a bootstrap refit then starts its iterative fits from the
     full-sample solution and converges in fewer passes to the same optimum.
+
+    ``units`` is the row of the data as fitted that each row copies (``None`` for that data
+    itself): :meth:`take` carries it, so the cross-fitting folds of a bootstrap resample keep
+    the copies of one unit together (``make_folds(groups=...)``).
     """
 
     X: np.ndarray
@@ -55,6 +59,7 @@ class HybridData:
     n_trial: int
     binary: bool
     warm_start: dict = field(default_factory=dict, repr=False, compare=False)
+    units: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_rows(self) -> int:
@@ -90,9 +95,11 @@ class HybridData:
         """The container of rows ``idx`` (of this container), standardised and checked for
         aliased covariates as a fresh fit would be (the inputs are not re-validated: they are
         rows of validated data)."""
+        idx = np.asarray(idx)
         out = _assemble(self.raw[idx], self.y[idx], self.a[idx], self.s[idx],
                         self.feature_names, full_rank_hint=len(self.names) == self.raw.shape[1])
         out.warm_start.update(self.warm_start)
+        out.units = (idx if self.units is None else self.units[idx])[out.order]
         return out
 
 

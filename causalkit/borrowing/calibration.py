@@ -92,8 +92,11 @@ class OutcomeCalibrator(BaseEstimator):
         self.cv = cv
         self.random_state = random_state
 
-    def fit(self, X, y, external):
-        """Fit on pooled controls; ``external`` is 1 for external controls, 0 for trial ones."""
+    def fit(self, X, y, external, *, groups=None):
+        """Fit on pooled controls; ``external`` is 1 for external controls, 0 for trial ones.
+
+        ``groups`` (optional, one label per row) keeps rows of one unit in one fold: the copies
+        of a unit in a bootstrap resample (see ``causalkit.nuisance.make_folds``)."""
         if self.method not in CALIBRATIONS:
             raise ValueError(f"method must be one of {CALIBRATIONS}; got {self.method!r}")
         X = check_array(X, "X")
@@ -107,7 +110,8 @@ class OutcomeCalibrator(BaseEstimator):
             raise ValueError(f"calibration with cv={self.cv} needs at least {self.cv} trial "
                              f"controls and {self.cv} external controls (trial == 1 and 0); "
                              f"got {n_trial} and {n_ext}")
-        self.folds_ = make_folds(self.cv, X.shape[0], stratify=d, random_state=self.random_state)
+        self.folds_ = make_folds(self.cv, X.shape[0], stratify=d, groups=groups,
+                                 random_state=self.random_state)
         if any(np.ptp(d[train]) == 0 for train, _ in self.folds_):
             raise ValueError("calibration: every cross-fitting fold needs trial controls and "
                              "external controls (trial == 1 and 0) to train on")

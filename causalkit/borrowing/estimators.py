@@ -52,7 +52,8 @@ class _Calibrated:
         external = (controls >= data.n_trial).astype(int)
         cal = OutcomeCalibrator(method=self.calibration, cv=self.cv,
                                 random_state=self.seed_for("calibration"))
-        cal.fit(data.X[controls], data.y[controls], external)
+        cal.fit(data.X[controls], data.y[controls], external,
+                groups=None if data.units is None else data.units[controls])
         rows = data.order[controls]
         self.calibration_model_ = cal
         self.folds_ = [(rows[train], rows[test]) for train, test in cal.folds_]

@@ -12,7 +12,7 @@ Internally stages are indexed ``k = t - 1 = 0, ..., T-1``.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,8 +28,6 @@ from causalkit.exceptions import SmallSampleWarning
 
 __all__ = ["MonotoneData", "check_monotone_data"]
 
-#: Relative tolerance of the pivoted QR that finds aliased covariate columns (R's ``lm``).
-
 
 def _rows(idx: np.ndarray) -> str:
     return ", ".join(map(str, idx[:10])) + (" ..." if idx.size > 10 else "")
@@ -41,7 +39,10 @@ class MonotoneData:
     observed) and response indicators ``R`` (n, T; 1 = observed).
 
     The data container of the estimator core: ``n_rows``, ``strata`` (the treatment, which the
-    pipeline bootstrap resamples within) and ``take(idx)``.
+    pipeline bootstrap resamples within) and ``take(idx)``. ``units`` is the row of the data as
+    fitted that each row copies (``None`` for that data itself): :meth:`take` carries it, so the
+    cross-fitting folds of a bootstrap resample keep the copies of one unit together
+    (``make_folds(groups=...)``).
     """
 
     X: np.ndarray
@@ -49,6 +50,7 @@ class MonotoneData:
     Z: np.ndarray
     R: np.ndarray
     feature_names: tuple = ()
+    units: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:
@@ -86,7 +88,9 @@ class MonotoneData:
 
     def take(self, idx) -> MonotoneData:
         """The units ``idx`` validated as a fresh fit would validate them (bootstrap)."""
-        data = self.subset(idx)
+        idx = np.asarray(idx)
+        idx = np.flatnonzero(idx) if idx.dtype == bool else idx
+        data = replace(self.subset(idx), units=idx if self.units is None else self.units[idx])
         check_both_arms(data.a, "treatment")
         _check_identified(data, warn=False)
         return data

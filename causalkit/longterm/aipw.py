@@ -167,7 +167,8 @@ class MonotoneAIPW(MonotoneEstimator):
         if as_int and np.unique(strata).size > 1 \
                 and np.bincount(strata).min(initial=data.n) < cv:
             strata = data.a
-        return make_folds(cv, data.n, stratify=strata, random_state=self.seed_for("folds"))
+        return make_folds(cv, data.n, stratify=strata, groups=data.units,
+                          random_state=self.seed_for("folds"))
 
     def _fit(self, data: MonotoneData):
         mode = check_mode(self.mode)

@@ -26,7 +26,8 @@ class CompleteCase(MonotoneAIPW):
     def _fit(self, data: MonotoneData):
         complete = data.R[:, -1] == 1
         sub = MonotoneData(data.X[complete], data.a[complete], data.Z[complete, -1:],
-                           data.R[complete, -1:], data.feature_names)
+                           data.R[complete, -1:], data.feature_names,
+                           None if data.units is None else data.units[complete])
         super()._fit(sub)
 
 
@@ -43,4 +44,5 @@ class NaiveIPW(SequentialIPW):
     _label = "Naive IPW"
 
     def _stage_data(self, data: MonotoneData) -> MonotoneData:
-        return MonotoneData(data.X, data.a, data.Z[:, -1:], data.R[:, -1:], data.feature_names)
+        return MonotoneData(data.X, data.a, data.Z[:, -1:], data.R[:, -1:], data.feature_names,
+                            data.units)

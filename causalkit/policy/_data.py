@@ -10,7 +10,7 @@ and ``n_T``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -24,15 +24,16 @@ __all__ = ["TwoSampleData", "policy_data"]
 #: More distinct treatment values than this, some non-integer, reads as outcomes, not arms.
 _MAX_ARMS = 10
 
-#: A standardised column whose residual on the columns before it (pivoted QR) is below this
-#: norm is aliased; the tolerance of R's ``lm``.
-
 
 @dataclass(frozen=True)
 class TwoSampleData:
     """Source covariates ``Xs`` (n_S, p), arm labels ``a`` and outcomes ``y`` (n_S,), target
     covariates ``Xt`` (n_T, p); ``feature_names`` and ``is_frame`` (whether ``X`` was a
-    DataFrame, so that policies see DataFrames with those columns)."""
+    DataFrame, so that policies see DataFrames with those columns).
+
+    ``units`` is the stacked row of the data as fitted that each row copies (``None`` for
+    that data itself): :meth:`take` carries it, so the cross-fitting folds of a bootstrap
+    resample keep the copies of one unit together (``make_folds(groups=...)``)."""
 
     Xs: np.ndarray
     a: np.ndarray
@@ -40,6 +41,7 @@ class TwoSampleData:
     Xt: np.ndarray
     feature_names: tuple
     is_frame: bool
+    units: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def arms(self) -> np.ndarray:
@@ -65,15 +67,27 @@ class TwoSampleData:
         idx = np.asarray(idx)
         n_s = self.n_source
         src, tgt = idx[idx < n_s], idx[idx >= n_s] - n_s
+        rows = np.r_[src, n_s + tgt]
         return _checked(self.Xs[src], self.a[src], self.y[src], self.Xt[tgt],
-                        self.feature_names, self.is_frame)
+                        self.feature_names, self.is_frame,
+                        rows if self.units is None else self.units[rows])
+
+    @property
+    def source_units(self) -> np.ndarray | None:
+        """``units`` of the source rows (``None`` when the rows are the data as fitted)."""
+        return None if self.units is None else self.units[: self.n_source]
+
+    @property
+    def target_units(self) -> np.ndarray | None:
+        """``units`` of the target rows (``None`` when the rows are the data as fitted)."""
+        return None if self.units is None else self.units[self.n_source:]
 
     def frame(self, X: np.ndarray):
         """``X`` as the user gave covariates: a DataFrame with the feature names, or the array."""
         return pd.DataFrame(X, columns=list(self.feature_names)) if self.is_frame else X
 
 
-def _checked(Xs, a, y, Xt, names, is_frame) -> TwoSampleData:
+def _checked(Xs, a, y, Xt, names, is_frame, units=None) -> TwoSampleData:
     """The container, after the checks that depend on the rows (the arms)."""
     arms = np.unique(a)
     if arms.size < 2:
@@ -83,7 +97,7 @@ def _checked(Xs, a, y, Xt, names, is_frame) -> TwoSampleData:
         raise ValueError(f"treatment must be a small set of arm labels; got {arms.size} distinct "
                          "values, not all integers. Were y and treatment swapped? The order is "
                          "fit(X, y, treatment, X_target=...)")
-    return TwoSampleData(Xs, a, y, Xt, tuple(names), bool(is_frame))
+    return TwoSampleData(Xs, a, y, Xt, tuple(names), bool(is_frame), units)
 
 
 def policy_data(estimator, X, y, treatment, args, X_target, covariates) -> TwoSampleData:

@@ -363,8 +363,10 @@ class TargetPolicyValue(CausalEstimator):
             raise ValueError(f"domain_model must be a classifier or one of {DOMAIN_MODELS}; got "
                              f"{self.domain_model!r}")
 
-    def _folds(self, a_idx, n_target):
-        """Source folds stratified on the arm, target folds; the same number of each."""
+    def _folds(self, data, a_idx):
+        """Source folds stratified on the arm, target folds; the same number of each (copies
+        of a unit in a bootstrap resample share a fold)."""
+        n_target = data.Xt.shape[0]
         if isinstance(self.cv, numbers.Integral):
             cv = int(self.cv)
             if n_target < cv:
@@ -374,9 +376,10 @@ class TargetPolicyValue(CausalEstimator):
                 raise ValueError(f"treatment: every arm needs at least cv={cv} source units; arm "
                                  f"{self.arms_[counts.argmin()].item()!r} has {counts.min()} "
                                  "(treatment must be a small set of arm labels)")
-        source = make_folds(self.cv, a_idx.size, stratify=a_idx,
+        source = make_folds(self.cv, a_idx.size, stratify=a_idx, groups=data.source_units,
                             random_state=self.seed_for("source_folds"))
-        target = make_folds(self.cv, n_target, random_state=self.seed_for("target_folds"))
+        target = make_folds(self.cv, n_target, groups=data.target_units,
+                            random_state=self.seed_for("target_folds"))
         if len(source) != len(target):
             raise ValueError(f"cv split the source into {len(source)} folds and the target into "
                              f"{len(target)}; it must give both the same number")
@@ -476,7 +479,8 @@ class TargetPolicyValue(CausalEstimator):
         self.n_features_in_ = Xs.shape[1]
         a_idx = np.searchsorted(self.arms_, data.a)
         n_s, n_t, K = Xs.shape[0], Xt.shape[0], self.arms_.size
-        folds_s, folds_t = self._folds(a_idx, n_t)
+        folds_s, folds_t = self._folds(data, a_idx)
+        self._score_units = data.units  # the units the rows of score_matrix() copy, or None
         outcome = seeded(default_if_none(self.outcome_model, _default_regressor),
                          seed_int(self.seed_for("outcome")))
         propensity = seeded(default_if_none(self.propensity_model, _default_classifier),
