@@ -10,8 +10,9 @@ One protocol for the three areas (borrowing, long-term, policy):
 * ``estimate(inference=None, *, alpha, n_boot, n_jobs, random_state, progress)`` returns a
   :class:`causalkit.Estimate`. ``inference`` is ``"influence"`` (the influence-function interval
   of the estimator) or ``"bootstrap"`` (the pipeline bootstrap: every nuisance fit, selection and
-  calibration is redone on each resample, drawn within the strata of the data container);
-  each estimator states its default. Bootstrap results are cached on the estimator.
+  calibration is redone on each resample, drawn within the strata of the data container, and
+  its cross-fitting folds keep the copies of a unit together); each estimator states its
+  default. Bootstrap results are cached on the estimator.
 * Seeds: ``random_state`` (None, an int or a ``numpy.random.SeedSequence``) seeds everything
   through :meth:`CausalEstimator.seed_for`, which derives an independent stream per named use
   (folds, nested models, bootstrap) from one ``SeedSequence``, so adding a use never shifts
@@ -210,7 +211,9 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     ``_influence_estimate(target)`` (an :class:`Estimate` with the influence-function SE).
 
     A data container has ``n_rows``, ``strata`` (labels the bootstrap resamples within, or
-    ``None``) and ``take(idx)`` returning the same kind of container on rows ``idx``.
+    ``None``) and ``take(idx)`` returning the same kind of container on rows ``idx``, whose
+    ``units`` give the row each copies (cross-fitting passes them to
+    ``causalkit.nuisance.make_folds(groups=...)``).
 
     Class attributes: ``_default_inference`` (``"influence"`` or ``"bootstrap"``),
     ``_inferences`` (the kinds it supports), ``_label`` (shown in summaries), ``_estimand``.

@@ -36,6 +36,7 @@ STUDIES = {
     "borrowing-grid": ("causalkit.borrowing.studies", "design_grid"),
     "borrowing-grid-core": ("causalkit.borrowing.studies", "design_grid_core"),
     "borrowing-nsw-psid": ("causalkit.borrowing.studies", "nsw_psid"),
+    "borrowing-bootstrap-paper-a": ("causalkit.borrowing.studies", "bootstrap_coverage"),
     "borrowing-bootstrap-adaptive": ("causalkit.borrowing.studies",
                                      "adaptive_bootstrap_coverage"),
     "longterm-linear": ("causalkit.longterm.studies", "linear_gaussian"),

@@ -1,6 +1,5 @@
-"""Pipeline-bootstrap coverage of AIB and ACIB (200 replications x 100 resamples; resumable)."""
-from causalkit.borrowing.studies import bootstrap_coverage
+"""Pipeline-bootstrap coverage of the papers' AIB and ACIB on the Paper A design without bias
+(200 replications x 100 resamples; resumable)."""
+from causalkit.studies import study_main
 
-if __name__ == "__main__":
-    print(bootstrap_coverage(n_jobs=2, out="simulations/results/borrowing/bootstrap.csv")
-          .round(4).to_string())
+study_main("borrowing-bootstrap-paper-a")
