@@ -242,3 +242,36 @@ def test_balancenet_study_quick(tmp_path, monkeypatch):
     paired = pd.read_csv(tmp_path / "bn_paired.csv")
     assert set(paired["reference"]) == {"Unbalanced net", "Placebo penalty"}
     assert (tmp_path / "bn_summary.csv").exists() and (tmp_path / "bn.png").exists()
+
+
+def test_validation_split_of_a_resample_takes_whole_units():
+    """On a bootstrap resample the validation rows are whole units (no copy of a validation
+    unit is trained on); without repeated units the split is the row split."""
+    net = BalanceNet(validation_fraction=0.2)
+    labeled = np.r_[np.ones(90, bool), np.zeros(10, bool)]
+    groups = np.sort(np.random.default_rng(4).choice(60, 100))
+    val = net._validation_rows(np.random.default_rng(1), labeled, groups)
+    train = np.setdiff1d(np.arange(100), val)
+    assert labeled[val].all() and 18 <= val.size <= 18 + np.bincount(groups).max()
+    assert np.intersect1d(groups[val], groups[train]).size == 0
+    rows = net._validation_rows(np.random.default_rng(1), labeled, None)
+    np.testing.assert_array_equal(
+        net._validation_rows(np.random.default_rng(1), labeled, np.arange(100)), rows)
+    assert rows.size == 18
+
+
+def test_resample_passes_units_to_the_stage_networks(sample, monkeypatch):
+    seen = []
+    split = BalanceNet._validation_rows
+
+    def spy(self, rng, labeled, groups):
+        seen.append(groups)
+        return split(self, rng, labeled, groups)
+
+    monkeypatch.setattr(BalanceNet, "_validation_rows", spy)
+    est = BalanceNet(**{**SMALL, "max_epochs": 2}, random_state=0).fit(**_roles(sample))
+    assert seen and all(g is None for g in seen)
+    seen.clear()
+    idx = np.sort(np.random.default_rng(2).choice(est.data_.n_rows, est.data_.n_rows))
+    BalanceNet(**{**SMALL, "max_epochs": 2}, random_state=0)._fit_data(est.data_.take(idx))
+    assert len(seen) == 3 and all(g is not None and np.unique(g).size < g.size for g in seen)

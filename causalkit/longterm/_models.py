@@ -13,6 +13,7 @@ where they are defined, so NaN never reaches a learner.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -205,7 +206,9 @@ class PerArmStage:
     :class:`OutcomeChain`: ``fit_stage(H, treatment, y, labeled, sample_weight=None, stage=0)``
     returns a fitted object whose ``predict(H, arm)`` gives ``m_t`` at treatment ``arm`` (a
     scalar or an array of 0/1 per row). ``y`` is NaN where ``labeled`` is False; ``stage`` is
-    the stage index ``k`` (0 = the first, ``H = X``), which this learner ignores.
+    the stage index ``k`` (0 = the first, ``H = X``), which this learner ignores. A learner
+    that splits rows internally (a validation set) may also take ``groups``: on a bootstrap
+    resample the chain passes the unit each row copies, so a split can keep copies together.
     """
 
     def __init__(self, model):
@@ -235,6 +238,13 @@ class _FittedPerArm:
             if sel.any():
                 out[sel] = self.models[a].predict(H[sel])
         return out
+
+
+def _takes_groups(learner) -> bool:
+    """Whether a stage learner's ``fit_stage`` accepts ``groups`` (the unit each row copies in
+    a bootstrap resample, for learners that split rows internally, as scikit-learn's
+    ``has_fit_parameter`` asks of ``sample_weight``)."""
+    return "groups" in inspect.signature(learner.fit_stage).parameters
 
 
 def as_stage_learner(model, seed: int | None = None):
@@ -293,8 +303,11 @@ class OutcomeChain:
             labeled = data.responders(k)[rows]
             y = np.where(labeled, target[rows], np.nan)
             w = None if weights is None else weights(k, rows)
-            stage = self._learner(k).fit_stage(H, data.a[rows], y, labeled, sample_weight=w,
-                                               stage=k)
+            learner = self._learner(k)
+            units = ({} if data.units is None or not _takes_groups(learner)
+                     else {"groups": data.units[rows]})
+            stage = learner.fit_stage(H, data.a[rows], y, labeled, sample_weight=w, stage=k,
+                                      **units)
             if update is not None:
                 stage = update(k, rows, y, labeled, stage)
             self.stages_[k] = stage

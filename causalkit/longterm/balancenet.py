@@ -326,7 +326,8 @@ class BalanceNet(MonotoneEstimator):
             raise ValueError("validation_fraction must be below 1")
         return _resolve_device(self.device)
 
-    def fit_stage(self, H, treatment, y, labeled, sample_weight=None, stage=0) -> _FittedStage:
+    def fit_stage(self, H, treatment, y, labeled, sample_weight=None, stage=0,
+                  groups=None) -> _FittedStage:
         """Train one stage network (the stage-learner protocol of the outcome chain).
 
         Parameters
@@ -343,6 +344,9 @@ class BalanceNet(MonotoneEstimator):
         stage : int
             Index of the stage (0 = the first, whose history is the covariates): the
             treated/control penalty acts at stage 0 only.
+        groups : ndarray (m,), optional
+            The unit each row copies (a bootstrap resample): the validation split takes whole
+            units, so no unit is both trained on and validated on.
         """
         device = self._check_params()
         if not isinstance(stage, numbers.Integral) or isinstance(stage, bool) or stage < 0:
@@ -353,8 +357,10 @@ class BalanceNet(MonotoneEstimator):
             if not np.any(labeled & (treatment == arm)):
                 raise ValueError(f"no observed unit with treatment={arm} to fit a stage network")
         if self.alpha != "validation":
-            return self._train(H, treatment, y, labeled, sample_weight, stage, self.alpha, device)
-        fits = [self._train(H, treatment, y, labeled, sample_weight, stage, weight, device)
+            return self._train(H, treatment, y, labeled, sample_weight, stage, self.alpha, device,
+                               groups)
+        fits = [self._train(H, treatment, y, labeled, sample_weight, stage, weight, device,
+                            groups)
                 for weight in sorted(float(w) for w in self.alpha_grid)]
         losses = tuple(float(np.nanmin(f.history)) if np.isfinite(f.history).any() else np.nan
                        for f in fits)
@@ -366,7 +372,7 @@ class BalanceNet(MonotoneEstimator):
         chosen.validation_losses = losses
         return chosen
 
-    def _train(self, H, treatment, y, labeled, sample_weight, stage, alpha, device):
+    def _train(self, H, treatment, y, labeled, sample_weight, stage, alpha, device, groups):
         """One network with stayers/drop-outs weight ``alpha``; the initialisation, split and
         batch order depend on ``random_state`` only (identical across weights)."""
         root = as_seed_sequence(self.random_state)
@@ -379,9 +385,7 @@ class BalanceNet(MonotoneEstimator):
         scale[scale == 0] = 1.0
         y_mean = float(np.mean(y[labeled]))
         y_scale = float(np.std(y[labeled])) or 1.0
-        lab_idx = np.flatnonzero(labeled)
-        n_val = int(round(self.validation_fraction * lab_idx.size))
-        val = rng.permutation(lab_idx)[:n_val] if n_val >= 2 else np.array([], dtype=int)
+        val = self._validation_rows(rng, labeled, groups)
         train = np.setdiff1d(np.arange(H.shape[0]), val)
         w = np.ones(H.shape[0]) if sample_weight is None else np.asarray(sample_weight, float)
         w = w / w[labeled].mean()
@@ -440,6 +444,24 @@ class BalanceNet(MonotoneEstimator):
         net.eval()
         return _FittedStage(net, mean, scale, y_mean, y_scale, device, np.asarray(history),
                             float(alpha), alpha_treat)
+
+    def _validation_rows(self, rng, labeled, groups) -> np.ndarray:
+        """A random ``validation_fraction`` of the responders (none when that is under two);
+        with repeated ``groups`` (copies of units in a bootstrap resample) whole units are drawn
+        until the fraction is reached."""
+        lab_idx = np.flatnonzero(labeled)
+        n_val = int(round(self.validation_fraction * lab_idx.size))
+        if n_val < 2:
+            return np.array([], dtype=int)
+        if groups is None:
+            return rng.permutation(lab_idx)[:n_val]
+        units, unit_of_row = np.unique(np.asarray(groups)[lab_idx], return_inverse=True)
+        if units.size == lab_idx.size:
+            return rng.permutation(lab_idx)[:n_val]
+        order = rng.permutation(units.size)
+        rows_so_far = np.cumsum(np.bincount(unit_of_row, minlength=units.size)[order])
+        chosen = order[: np.searchsorted(rows_so_far, n_val) + 1]
+        return lab_idx[np.isin(unit_of_row, chosen)]
 
     def _penalty(self, rep, group, weight):
         if weight == 0:
