@@ -10,6 +10,8 @@ on a small simulated data set of its area and checked for:
 * scikit-learn's ``NotFittedError`` before ``fit``;
 * determinism: the same ``random_state`` gives bit-identical estimates and intervals across two
   fits, across ``n_jobs=1`` and ``2`` in the bootstrap, and across two Python processes;
+* refitting on a bootstrap resample, every cross-fitting split keeps the copies of a unit in
+  one fold;
 * the array and the DataFrame front end give identical results;
 * permuting rows leaves the estimate unchanged (estimators whose cross-fitting folds depend on
   the row order, ``_row_order_dependent``, move by less than two standard errors: a new fold
