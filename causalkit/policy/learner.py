@@ -32,7 +32,16 @@ objective, ``value_`` is the held-out target-DR value.
 ``estimate(inference="bootstrap")`` is the two-sample pipeline bootstrap of the whole learner:
 on each resample (source rows within arms, target rows within the target) the value estimator,
 the held-out evaluation, the objective choice and the policy are refitted, and the held-out
-value recorded.
+value recorded. Every split inside a resample (the value's nuisance folds, the held-out folds)
+keeps the copies of a unit together: with folds over rows a copy could train the policy and
+then evaluate it, and the replicates sat 0.73 SE above the point estimate
+(``simulations/policy_bootstrap_fold_check.py``), so the percentile interval under-covered
+(0.915). With folds over units it errs the other way. In the study
+``causalkit simulate policy-bootstrap`` (strong shift, 200 replications) the percentile interval
+covered the learned policy's true value in 0.995 of replications, with a mean bootstrap SE of
+0.219 against an SD of 0.212 for the held-out value's error. A likely reason: a resample holds
+about 63% distinct units, so its refitted policies vary more than those learned on the full
+sample. The interval is conservative (too wide), not too narrow.
 """
 
 from __future__ import annotations
