@@ -453,10 +453,9 @@ class BalanceNet(MonotoneEstimator):
         n_val = int(round(self.validation_fraction * lab_idx.size))
         if n_val < 2:
             return np.array([], dtype=int)
-        if groups is None:
-            return rng.permutation(lab_idx)[:n_val]
-        units, unit_of_row = np.unique(np.asarray(groups)[lab_idx], return_inverse=True)
-        if units.size == lab_idx.size:
+        units, unit_of_row = (np.unique(np.asarray(groups)[lab_idx], return_inverse=True)
+                              if groups is not None else (lab_idx, None))
+        if units.size == lab_idx.size:                     # no copies: a split of the rows
             return rng.permutation(lab_idx)[:n_val]
         order = rng.permutation(units.size)
         rows_so_far = np.cumsum(np.bincount(unit_of_row, minlength=units.size)[order])
