@@ -38,10 +38,12 @@ then evaluate it, and the replicates sat 0.73 SE above the point estimate
 (``simulations/policy_bootstrap_fold_check.py``), so the percentile interval under-covered
 (0.915). With folds over units it errs the other way. In the study
 ``causalkit simulate policy-bootstrap`` (strong shift, 200 replications) the percentile interval
-covered the learned policy's true value in 0.995 of replications, with a mean bootstrap SE of
-0.219 against an SD of 0.212 for the held-out value's error. A likely reason: a resample holds
-about 63% distinct units, so its refitted policies vary more than those learned on the full
-sample. The interval is conservative (too wide), not too narrow.
+covered the learned policy's true value in 0.995 of replications. The bootstrap SE follows
+each replication's difficulty (mean 0.219; the held-out value's error has SD 0.212), but the
+errors divided by their SEs have SD 0.87: per replication the SE is about 15% too large. A
+likely reason: a resample holds about 63% distinct units, so its refitted policies vary more
+than those learned on the full sample. The interval is conservative (too wide), not too
+narrow.
 """
 
 from __future__ import annotations
