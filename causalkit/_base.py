@@ -273,7 +273,9 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
             n_jobs = 1 if check_n_jobs(n_jobs) is None else n_jobs
             seq = (self.seed_for("bootstrap") if random_state is None
                    else as_seed_sequence(random_state))
-            key = (n_boot, seq.entropy, seq.spawn_key, target_key)
+            # entropy is an int or, for SeedSequence([a, b]), a list: key it as a tuple
+            key = (n_boot, tuple(np.atleast_1d(seq.entropy).tolist()), seq.spawn_key,
+                   target_key)
             out = self._bootstrap_cache.get(key)
             if out is None:
                 show = sys.stderr.isatty() if progress is None else bool(progress)

@@ -122,6 +122,8 @@ def make_folds(cv, n: int, *, stratify=None, groups=None, random_state=None) -> 
 def _unit_folds(cv: int, unit_of_row, first, stratify, random_state) -> list:
     """Folds of an int ``cv`` over the distinct units, expanded to their rows (see
     :func:`make_folds`: ``unit_of_row`` indexes the units, ``first`` is each unit's first row)."""
+    if cv > first.size:
+        raise ValueError(f"cv={cv} folds need at least {cv} distinct units; got {first.size}")
     unit_strata = None if stratify is None else np.asarray(stratify)[first]
     fold_of_unit = np.empty(first.size, dtype=int)
     for k, (_, test) in enumerate(make_folds(cv, first.size, stratify=unit_strata,

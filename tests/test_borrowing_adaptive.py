@@ -110,6 +110,18 @@ def test_bootstrap_is_default_and_cached():
     assert np.array_equal(again.replicates, first.replicates) and len(est._bootstrap_cache) == 1
 
 
+def test_bootstrap_seeded_by_a_seed_sequence_of_several_words_is_cached():
+    # SeedSequence([a, b]).entropy is a list: the cache key must still be hashable
+    args, s, _ = _data(seed=5)
+    est = AdaptiveBorrowing(random_state=0).fit(*args, trial=s)
+    first = est.estimate(n_boot=20, random_state=np.random.SeedSequence([7, 1]))
+    again = est.estimate(n_boot=20, random_state=np.random.SeedSequence([7, 1]))
+    other = est.estimate(n_boot=20, random_state=np.random.SeedSequence([7, 2]))
+    assert np.array_equal(again.replicates, first.replicates)
+    assert not np.array_equal(other.replicates, first.replicates)
+    assert len(est._bootstrap_cache) == 2
+
+
 @pytest.mark.parametrize("name, bad", [("threshold", -0.1), ("threshold", np.nan),
                                        ("threshold", "0.6"), ("threshold", True),
                                        ("threshold", None), ("decay", 0), ("decay", -1.0)])

@@ -98,6 +98,8 @@ def test_make_folds_passes_groups_to_a_splitter_and_checks_their_length():
     assert all(np.unique(fold[groups == g]).size == 1 for g in range(10))
     with pytest.raises(ValueError, match="groups must have length 30"):
         make_folds(5, 30, groups=np.arange(29))
+    with pytest.raises(ValueError, match="need at least 5 distinct units; got 3"):
+        make_folds(5, 30, groups=np.repeat([0, 1, 2], 10))
 
 
 def test_clip_probabilities_warns_when_binding():

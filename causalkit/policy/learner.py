@@ -259,7 +259,7 @@ class TargetPolicyLearner(CausalEstimator):
         self.feature_names_in_ = value.feature_names_in_
         X, gamma, is_target = value.score_matrix()
         self.folds_ = make_folds(self.cv, X.shape[0], stratify=is_target,
-                                 groups=value._score_units,
+                                 groups=value.score_units_,
                                  random_state=self.seed_for("heldout_folds"))
         n_s = int(np.sum(~is_target))
         candidates = ("target", "source") if self.objective == "auto" else (self.objective,)

@@ -226,6 +226,10 @@ class TargetPolicyValue(CausalEstimator):
         fold ``k`` trains on both samples' ``train`` rows and scores both ``test`` sets.
     source_folds_, target_folds_ : ndarray of int
         Fold of each row.
+    score_units_ : ndarray of int or None
+        The unit each row of :meth:`score_matrix` copies (``None``: the data as given). On a
+        bootstrap resample, later splits of the score rows (the learner's held-out folds) keep a
+        unit's copies together through it.
     outcome_models_, propensity_models_, domain_models_ : list
         Fitted nuisance models per fold (outcome: a list per arm when ``per_arm``).
     feature_names_in_ : ndarray of str
@@ -480,7 +484,7 @@ class TargetPolicyValue(CausalEstimator):
         a_idx = np.searchsorted(self.arms_, data.a)
         n_s, n_t, K = Xs.shape[0], Xt.shape[0], self.arms_.size
         folds_s, folds_t = self._folds(data, a_idx)
-        self._score_units = data.units  # the units the rows of score_matrix() copy, or None
+        self.score_units_ = data.units
         outcome = seeded(default_if_none(self.outcome_model, _default_regressor),
                          seed_int(self.seed_for("outcome")))
         propensity = seeded(default_if_none(self.propensity_model, _default_classifier),
