@@ -1,10 +1,10 @@
-"""AdaptiveBorrowing: the limited-translation combination of trial-only and full borrowing.
+"""AdaptiveBorrowing: full borrowing moved toward trial-only by the posterior mean of its bias.
 
-Properties checked against closed forms or independent references: the two limits of the
-threshold, the confinement to the band around trial-only, the combination identity, the
-minimax-regret choice of the default threshold (by numerical integration of the normal-means
-risk), unbiasedness under exchangeability with skewed errors (simulation, fixed seeds), and bad
-parameters.
+Properties checked against closed forms or independent references: the two limits of the prior,
+the posterior mean against direct numerical integration over the prior, the combination
+identity, the worst-case regret of the default prior against the best limited-translation rule
+(by numerical integration of the normal-means risk), unbiasedness under exchangeability with
+skewed errors (simulation, fixed seeds), and bad parameters.
 """
 
 import numpy as np
@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from causalkit.borrowing import AdaptiveBorrowing, FullBorrowing, TrialOnly
-from causalkit.borrowing.adaptive import DEFAULT_DECAY, DEFAULT_THRESHOLD
+from causalkit.borrowing.adaptive import BIAS_PRIOR, bias_posterior_mean
 from causalkit.borrowing.designs import paper_a_design
 from causalkit.borrowing.efficient import difference_se
 
@@ -22,67 +22,95 @@ def _data(seed=3, **kwargs):
     return (d["X"], d["y"], d["a"]), d["s"], d
 
 
-def test_threshold_limits_are_trial_only_and_full_borrowing():
+def test_prior_limits_are_trial_only_and_full_borrowing():
     args, s, _ = _data()
     trial = TrialOnly().fit(*args, trial=s).estimate(inference="influence")
     full = FullBorrowing().fit(*args, trial=s).estimate(inference="influence")
-    none = AdaptiveBorrowing(threshold=0).fit(*args, trial=s)
-    every = AdaptiveBorrowing(threshold=np.inf).fit(*args, trial=s)
+    none = AdaptiveBorrowing(bias_prior=([0.0, 1.0], [0.0, 0.0])).fit(*args, trial=s)
+    every = AdaptiveBorrowing(bias_prior=([0.0], [1e12])).fit(*args, trial=s)
     assert none.estimate(inference="influence").value == pytest.approx(trial.value, abs=1e-12)
     assert none.estimate(inference="influence").std_error == pytest.approx(trial.std_error)
     assert none.borrowing_fraction_ == 0 and none.n_borrowed_ == 0
-    assert every.estimate(inference="influence").value == pytest.approx(full.value, abs=1e-12)
+    assert abs(every.bias_statistic_) < 3             # where the mass at 0 dominates
+    assert every.estimate(inference="influence").value == pytest.approx(full.value, abs=1e-9)
     assert every.estimate(inference="influence").std_error == pytest.approx(full.std_error)
-    assert every.borrowing_fraction_ == 1 and every.n_borrowed_ == pytest.approx(800)
+    assert every.borrowing_fraction_ == pytest.approx(1, abs=1e-9)
+
+
+def _posterior_mean_by_integration(z, atoms, masses):
+    """E(theta | z) with z ~ N(theta, 1) under the flat density plus the masses, the flat part
+    integrated on a grid (an independent reference for ``bias_posterior_mean``)."""
+    grid = np.linspace(z - 40, z + 40, 400_001)
+    like = stats.norm.pdf(z - grid)
+    num, den = np.trapezoid(grid * like, grid), np.trapezoid(like, grid)
+    for atom, mass in zip(atoms, masses, strict=True):
+        for point in ((atom,) if atom == 0 else (atom, -atom)):
+            num += mass * point * stats.norm.pdf(z - point)
+            den += mass * stats.norm.pdf(z - point)
+    return num / den
+
+
+@pytest.mark.parametrize("z", [-7.5, -2.6, -0.4, 0.0, 0.9, 1.7, 3.2, 12.0])
+def test_posterior_mean_matches_numerical_integration(z):
+    expected = _posterior_mean_by_integration(z, *BIAS_PRIOR)
+    assert bias_posterior_mean(z, BIAS_PRIOR) == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize("bias", [0.0, 0.5, 2.0])
-def test_estimate_is_the_clipped_combination(bias):
+def test_estimate_is_full_borrowing_minus_the_posterior_mean(bias):
     args, s, _ = _data(seed=11, bias=bias)
     est = AdaptiveBorrowing().fit(*args, trial=s)
     base, full = est.trial_only_, est.full_borrowing_
     diff, s_d = full.value - base.value, difference_se(base, full)
     value = est.estimate(inference="influence").value
     z = diff / s_d
-    limit = 0.7 * np.exp(-max(abs(z) - 0.7, 0) / 4)          # t(|z|) of the module docstring
-    assert value == pytest.approx(base.value + np.clip(diff, -limit * s_d, limit * s_d),
-                                  abs=1e-12)
+    eta = _posterior_mean_by_integration(z, *BIAS_PRIOR)
+    assert 0 <= eta / z <= 1
+    assert value == pytest.approx(full.value - s_d * eta, abs=1e-9)
     lam = est.borrowing_fraction_
     assert value == pytest.approx((1 - lam) * base.value + lam * full.value, abs=1e-12)
     assert np.all(est.borrowed_ == lam) and est.n_borrowed_ == pytest.approx(lam * 800)
     assert est.bias_statistic_ == pytest.approx(diff / s_d)
-    if bias == 2.0:        # 30% of the controls 2 SD off: far outside the band, little borrowed
-        assert abs(est.bias_statistic_) > 3 and lam < 0.05
+    if bias == 2.0:        # 30% of the controls 2 SD off: far outside, near trial-only
+        assert abs(est.bias_statistic_) > 3 and abs(value - base.value) < 0.8 * s_d
 
 
-def _risks(c, b, thetas):
-    """E{eta(Z) - theta}^2 for Z ~ N(theta, 1) of the tapered soft threshold
-    eta(z) = sign(z) max(|z| - c exp(-max(|z| - c, 0)/b), 0), by the trapezoidal rule."""
-    z = np.linspace(-40, 40, 16_001)
-    a = np.abs(z)
-    eta = np.sign(z) * np.maximum(a - c * np.exp(-np.maximum(a - c, 0) / b), 0)
+def _risks(rule, thetas):
+    """E{rule(Z) - theta}^2 for Z ~ N(theta, 1), by the trapezoidal rule."""
+    z = np.linspace(-40, 60, 20_001)
     t = np.asarray(thetas)[:, None]
-    return np.trapezoid((eta[None, :] - t) ** 2 * stats.norm.pdf(z[None, :] - t), z, axis=1)
+    return np.trapezoid((rule(z)[None, :] - t) ** 2 * stats.norm.pdf(z[None, :] - t), z, axis=1)
 
 
-def test_default_constants_minimise_worst_case_regret():
-    """Worst regret max_theta {R(theta) - min(1, theta^2)} over c on a 0.05 grid and
-    b in {1, 2, 3, 4, 6, 8}, among the rules back to trial-only's risk at theta = 20
-    (R <= 1.005): the defaults are the minimiser, with the regret the docstring states; the
-    plain soft threshold (b = inf) at c = 0.6 has a smaller regret but its risk at theta = 20 is
-    1 + c^2 (a persistent bias of c s_D)."""
-    thetas = np.r_[np.linspace(0, 10, 201), 20]
+def _translation(c, b):
+    def rule(z):
+        a = np.abs(z)
+        return np.sign(z) * np.maximum(a - c * np.exp(-np.maximum(a - c, 0) / b), 0)
+    return rule
+
+
+def test_default_prior_has_a_smaller_worst_case_regret_than_limited_translation():
+    """Worst regret max_theta {R(theta) - min(1, theta^2)}: the default prior's is its risk at
+    0, 0.334 (``simulations/borrowing_bias_prior.py``), and it is back to trial-only's risk at
+    theta = 20 (R <= 1.005). The best limited-translation rule (c on a 0.05 grid,
+    b in {1, 2, 3, 4, 6, 8}, also back by theta = 20) has regret 0.375 at (0.7, 4)."""
+    thetas = np.r_[np.linspace(0, 10, 401), 20]
+    oracle = np.minimum(1.0, thetas ** 2)
+    r = _risks(lambda z: bias_posterior_mean(z, BIAS_PRIOR), thetas)
+    assert np.max(r - oracle) == pytest.approx(0.334, abs=0.002)
+    assert np.argmax(r - oracle) == 0 and r[-1] <= 1.005
+    z = np.linspace(-30, 30, 6001)              # never more than 0.76 s_D from trial-only,
+    move = np.abs(z - bias_posterior_mean(z, BIAS_PRIOR))      # and back to it by |z| = 10
+    assert move.max() < 0.8 and move[np.abs(z) >= 10].max() < 1e-3
     best = (np.inf, None)
     for c in np.round(np.arange(0.5, 1.001, 0.05), 2):
         for b in (1, 2, 3, 4, 6, 8):
-            r = _risks(c, b, thetas)
-            regret = np.max(r - np.minimum(1.0, thetas ** 2))
-            if r[-1] <= 1.005 and regret < best[0]:
+            rt = _risks(_translation(c, b), thetas)
+            regret = np.max(rt - oracle)
+            if rt[-1] <= 1.005 and regret < best[0]:
                 best = (regret, (c, b))
-    assert best[1] == (DEFAULT_THRESHOLD, DEFAULT_DECAY)
-    assert best[0] == pytest.approx(0.375, abs=0.005)
-    soft = _risks(0.6, np.inf, thetas)
-    assert soft[-1] == pytest.approx(1.36, abs=0.01)
+    assert best[1] == (0.7, 4) and best[0] == pytest.approx(0.375, abs=0.005)
+    assert np.max(r - oracle) < best[0] - 0.03
 
 
 def test_unbiased_under_exchangeability_with_skewed_errors():
@@ -122,16 +150,16 @@ def test_bootstrap_seeded_by_a_seed_sequence_of_several_words_is_cached():
     assert len(est._bootstrap_cache) == 2
 
 
-@pytest.mark.parametrize("name, bad", [("threshold", -0.1), ("threshold", np.nan),
-                                       ("threshold", "0.6"), ("threshold", True),
-                                       ("threshold", None), ("decay", 0), ("decay", -1.0)])
-def test_bad_constants_name_the_argument(name, bad):
+@pytest.mark.parametrize("bad", [None, "0.6", 0.5, ([0.0, 1.0], [1.0]), ([0.0], [-1.0]),
+                                 ([0.0], [np.nan]), ([-1.0], [1.0]), ([1.0, 1.0], [1.0, 2.0]),
+                                 ([np.inf], [1.0]), ([[0.0]], [[1.0]])])
+def test_bad_bias_prior_names_the_argument(bad):
     args, s, _ = _data()
-    with pytest.raises(ValueError, match=name):
-        AdaptiveBorrowing(**{name: bad}).fit(*args, trial=s)
+    with pytest.raises(ValueError, match="bias_prior"):
+        AdaptiveBorrowing(bias_prior=bad).fit(*args, trial=s)
 
 
-def test_plot_shows_the_band():
+def test_plot_shows_the_three_estimates():
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
@@ -142,4 +170,4 @@ def test_plot_shows_the_band():
     ax = fig.axes[0]
     assert {t.get_text() for t in ax.get_yticklabels()} >= {"Trial only", "Full borrowing",
                                                              "Adaptive borrowing"}
-    assert len(ax.patches) == 1            # the band around trial-only
+    assert "of full borrowing" in ax.get_title()

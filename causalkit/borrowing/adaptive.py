@@ -1,6 +1,6 @@
-"""The package's recommended borrowing estimator: full borrowing, moved back toward the
-trial-only estimate unless their difference is small (a limited-translation rule whose limit
-decays as the evidence of bias grows).
+"""The package's recommended borrowing estimator: full borrowing, moved toward the trial-only
+estimate by the posterior mean of its bias under a prior that puts weight on exchangeability, on a
+few bias sizes, and on any bias at all.
 
 Let :math:`\\hat\\tau_0` be the trial-only AIPW estimate and :math:`\\hat\\tau_E` the efficient
 estimate borrowing every external control (:mod:`causalkit.borrowing.efficient`, variance ratio
@@ -10,37 +10,49 @@ estimate borrowing every external control (:mod:`causalkit.borrowing.efficient`,
 
 .. math::
 
-    \\hat\\tau = \\hat\\tau_E - s_D\\,\\eta(z)
-               = \\hat\\tau_0 + \\mathrm{sign}(z)\\,s_D\\min\\{|z|,\\ t(|z|)\\},
-    \\qquad \\eta(z) = \\mathrm{sign}(z)\\max\\{|z| - t(|z|),\\ 0\\},
-    \\qquad t(a) = c\\,e^{-\\max(a - c,\\,0)/b}:
+    \\hat\\tau = \\hat\\tau_E - s_D\\,\\eta(z), \\qquad
+    \\eta(z) = \\frac{z + \\sum_{k\\ge1} m_k\\theta_k\\{\\phi(z-\\theta_k) - \\phi(z+\\theta_k)\\}}
+                    {1 + m_0\\phi(z) + \\sum_{k\\ge1} m_k\\{\\phi(z-\\theta_k) + \\phi(z+\\theta_k)\\}},
 
-full borrowing when :math:`|z| \\le c`; beyond, the estimate stays within :math:`t(|z|)\\,s_D`
-of trial-only, a limit that decays to 0 as :math:`|z|` grows. :math:`b=\\infty` is the soft
-threshold (Efron & Morris 1972's limited translation). Equivalently
+the posterior mean of the standardised bias :math:`\\theta = \\delta/s_D` of full borrowing given
+:math:`z \\sim N(\\theta, 1)`, under the (improper) prior made of a flat density (any bias) plus
+point masses :math:`m_0` at 0 (exchangeable external controls) and :math:`m_k` at
+:math:`\\pm\\theta_k` (``bias_prior``). Near :math:`z = 0` the mass at 0 dominates and
+:math:`\\eta \\approx 0`: full borrowing. For large :math:`|z|` the flat part dominates and
+:math:`\\eta(z) \\to z`: back to trial-only, however large the bias. Equivalently
 :math:`\\hat\\tau = (1-\\hat\\lambda)\\hat\\tau_0 + \\hat\\lambda\\hat\\tau_E` with
-:math:`\\hat\\lambda = \\min\\{1, t(|z|)/|z|\\}`: every external control gets the weight
-:math:`\\hat\\lambda` (``borrowed_``), the effective number borrowed is
+:math:`\\hat\\lambda = \\min\\{1, \\max(0, 1 - \\eta(z)/z)\\}`: every external control gets the
+weight :math:`\\hat\\lambda` (``borrowed_``), the effective number borrowed is
 :math:`\\hat\\lambda n_E` (``n_borrowed_``).
 
-Why this rule and these constants. Write :math:`\\hat\\tau_E = \\hat\\tau_0 + \\hat D`, with
-:math:`\\hat D \\approx N(\\delta, s_D^2)` (:math:`\\delta` the bias of full borrowing) and,
-because full borrowing is efficient under exchangeability, its noise nearly uncorrelated with
-:math:`\\hat D`. Then the MSE of any rule :math:`\\hat\\tau_E - s_D g(z)` is
-:math:`V_E + s_D^2 R_g(\\delta/s_D)`, with :math:`R_g(\\theta)=E\\{g(Z)-\\theta\\}^2`,
-:math:`Z\\sim N(\\theta,1)`: trial-only is :math:`g(z)=z` (:math:`R\\equiv1`), full borrowing
-:math:`g\\equiv0` (:math:`R=\\theta^2`). No rule does well at :math:`\\theta=0` without
-paying somewhere else (Bickel 1983); we take the smallest worst-case regret against the better of
-the two, :math:`\\max_\\theta\\{R(\\theta)-\\min(1,\\theta^2)\\}`. Over :math:`c` on a 0.05 grid
-and :math:`b\\in\\{1,2,3,4,6,8\\}`, among the rules that are back to trial-only's risk by
-:math:`\\theta=20` (:math:`R\\le1.005`), the minimiser is :math:`(c, b) = (0.7, 4)`, regret
-0.375: it keeps :math:`1-R(0)=62.5\\%` of full borrowing's gain on the :math:`\\hat D`
-component under exchangeability and its risk peaks at :math:`1.36` near :math:`\\theta=2.7`.
-The plain soft threshold (:math:`c=0.6`, regret 0.36) keeps a bias of :math:`c\\,s_D` however
-large :math:`\\delta` is, which loses to trial-only whenever the external controls are plainly
-incompatible (as PSID or CPS controls are for the NSW trial). The constants come from this
-normal-means calculation alone: no simulation design was used to choose them
-(``tests/test_borrowing_adaptive.py`` recomputes the choice).
+Why this rule and this prior. Write :math:`\\hat\\tau_E = \\hat\\tau_0 + \\hat D`, with
+:math:`\\hat D \\approx N(\\delta, s_D^2)` and, because full borrowing is efficient under
+exchangeability, its noise nearly uncorrelated with :math:`\\hat D`. Then the MSE of any rule
+:math:`\\hat\\tau_E - s_D g(z)` is :math:`V_E + s_D^2 R_g(\\delta/s_D)`, with
+:math:`R_g(\\theta)=E\\{g(Z)-\\theta\\}^2`, :math:`Z\\sim N(\\theta,1)`: trial-only is
+:math:`g(z)=z` (:math:`R\\equiv1`), full borrowing :math:`g\\equiv0` (:math:`R=\\theta^2`). No rule
+does well at :math:`\\theta=0` without paying somewhere else (Bickel 1983); we take the smallest
+worst-case regret against the better of the two, :math:`\\max_\\theta\\{R(\\theta)-\\min(1,
+\\theta^2)\\}`, among the rules back to trial-only's risk by :math:`\\theta = 20`
+(:math:`R \\le 1.005`: plainly incompatible external controls must not cost anything). A minimax
+rule is the Bayes rule against a least favourable prior, and for a risk constrained at a point
+that prior has atoms (Bickel 1983), so the search is over priors: the flat part (which returns
+the rule to trial-only) plus masses on :math:`\\{0, 0.5, 1, \\dots, 8\\}`, chosen by minimising
+the worst-case regret, computed by Gauss-Hermite quadrature
+(``simulations/borrowing_bias_prior.py``, results in
+``simulations/results/borrowing/borrowing_bias_prior.csv``). The minimiser keeps masses at 0,
+0.5, 2, 2.5, 3, 5 and 5.5 (``BIAS_PRIOR``, masses rounded to three digits); its worst-case
+regret is its risk at :math:`\\theta = 0`, 0.334, so it keeps 67% of full borrowing's gain on
+the :math:`\\hat D` component under exchangeability, and its risk peaks at 1.33 near
+:math:`\\theta = 2.5`. The best limited-translation rule (full borrowing while
+:math:`|z| \\le c`, then a translation limit :math:`c\\,e^{-(|z|-c)/b}`, Efron & Morris 1972;
+this estimator's earlier default was :math:`(c, b) = (0.7, 4)`, regret 0.375) has regret 0.371
+at :math:`(0.71, 4)`, and no monotone rule at all does better than 0.322 (the same search over
+step functions, without the constraint at :math:`\\theta = 20`): this prior is within 0.012 of
+that bound. The estimate never moves more than :math:`0.76\\,s_D` from trial-only and is back
+to it for :math:`|z| \\ge 10`. The prior comes from this
+normal-means calculation alone: no simulation design was used to choose it
+(``tests/test_borrowing_adaptive.py`` checks its risk).
 
 What the rule deliberately does not do: it never selects individual external controls. Every
 rule that keeps or drops a control by its own residual selects on the outcome, and is biased
@@ -60,13 +72,15 @@ References: Efron & Morris (1972), "Limiting the risk of Bayes and empirical Bay
 *JASA* 67(337); Bickel (1983), "Minimax estimation of the mean of a normal distribution subject
 to doing well at a point", in *Recent Advances in Statistics*; Oberst, D'Amour, Chen, Wang,
 Sontag & Yadlowsky (2022), "Understanding the risks and rewards of combining unbiased and
-possibly biased estimators", arXiv:2205.10467; Li, Miao, Lu & Zhou (2023), *Biometrics* 79(1)
-(the efficient estimator).
+possibly biased estimators", arXiv:2205.10467; Schmidli et al. (2014), *Biometrics* 70(4) (a
+vague component that lets the data overrule an informative prior); Li, Miao, Lu & Zhou (2023),
+*Biometrics* 79(1) (the efficient estimator).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import norm
 from sklearn.utils.validation import check_is_fitted
 
 from causalkit.borrowing._base import BorrowingEstimator, fit_nuisance
@@ -78,40 +92,58 @@ from causalkit.borrowing.efficient import (
 )
 from causalkit.inference import Estimate
 
-__all__ = ["AdaptiveBorrowing", "DEFAULT_THRESHOLD", "DEFAULT_DECAY", "translation_limit"]
+__all__ = ["AdaptiveBorrowing", "BIAS_PRIOR", "bias_posterior_mean"]
 
-#: :math:`c`: full borrowing while :math:`|z| \\le c` (module docstring for the choice).
-DEFAULT_THRESHOLD = 0.7
-#: :math:`b`: scale of the decay of the translation limit beyond :math:`c`.
-DEFAULT_DECAY = 4.0
+#: Default ``bias_prior``: atoms :math:`\\theta_k` and their masses :math:`m_k` (relative to the
+#: flat density 1) of the prior on the standardised bias (module docstring for the choice;
+#: ``simulations/borrowing_bias_prior.py`` computes them).
+BIAS_PRIOR = ((0.0, 0.5, 2.0, 2.5, 3.0, 5.0, 5.5), (51.8, 8.39, 1.56, 8.08, 4.13, 2.17, 0.316))
 
 
-def translation_limit(z, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY):
-    """:math:`\\min\\{|z|, t(|z|)\\}`, :math:`t(a) = c\\,e^{-\\max(a-c,0)/b}`: how far (in
-    :math:`s_D`) the estimate moves from trial-only toward full borrowing."""
-    a = np.abs(np.asarray(z, dtype=float))
-    with np.errstate(invalid="ignore"):         # inf - inf when both c and |z| are infinite
-        excess = np.where(a > threshold, (a - threshold) / decay, 0.0)
-    return np.minimum(a, threshold * np.exp(-excess))
+def bias_posterior_mean(z, bias_prior=BIAS_PRIOR):
+    """:math:`\\eta(z)`: posterior mean of :math:`\\theta` given :math:`z \\sim N(\\theta, 1)`
+    under the flat density plus masses ``bias_prior = (atoms, masses)`` at :math:`\\pm` each atom
+    (once at an atom 0); see ``causalkit.borrowing.adaptive``."""
+    atoms, masses = (np.asarray(v, dtype=float) for v in bias_prior)
+    z = np.asarray(z, dtype=float)
+    zz = z[..., None]
+    plus, minus = norm.pdf(zz - atoms), norm.pdf(zz + atoms)
+    minus = np.where(atoms == 0, 0.0, minus)      # the atom at 0 is counted once
+    num = z + (masses * atoms * (plus - minus)).sum(axis=-1)
+    den = 1.0 + (masses * (plus + minus)).sum(axis=-1)
+    return num / den
+
+
+def _check_bias_prior(bias_prior):
+    try:
+        atoms, masses = (np.asarray(v, dtype=float) for v in bias_prior)
+    except (TypeError, ValueError):
+        raise ValueError("bias_prior must be a pair (atoms, masses) of equal-length sequences "
+                         f"of numbers; got {bias_prior!r}") from None
+    if atoms.ndim != 1 or atoms.shape != masses.shape:
+        raise ValueError("bias_prior must be a pair (atoms, masses) of equal-length sequences "
+                         f"of numbers; got shapes {atoms.shape} and {masses.shape}")
+    if not (np.all(np.isfinite(atoms)) and np.all(atoms >= 0) and np.unique(atoms).size
+            == atoms.size):
+        raise ValueError(f"bias_prior atoms must be distinct finite numbers >= 0; got {atoms}")
+    if not (np.all(np.isfinite(masses)) and np.all(masses >= 0)):
+        raise ValueError(f"bias_prior masses must be finite numbers >= 0; got {masses}")
 
 
 class AdaptiveBorrowing(BorrowingEstimator):
-    """Recommended estimator: full borrowing while it agrees with trial-only to within
-    ``threshold`` standard errors of their difference; beyond, trial-only moved toward full
-    borrowing by a limit that decays as the disagreement grows (see
+    """Recommended estimator: full borrowing moved toward trial-only by the posterior mean of its
+    standardised bias, under a prior on exchangeability, a few bias sizes and any bias (see
     ``causalkit.borrowing.adaptive`` for the formula and why).
 
     Parameters
     ----------
     outcome_model : None, {"auto", "linear", "logistic"} or scikit-learn estimator
         Outcome regression fitted on each trial arm (as in :class:`TrialOnly`).
-    threshold : float >= 0
-        :math:`c`: full borrowing when :math:`|z| \\le c`, and the estimate never moves more than
-        :math:`c\\,s_D` from trial-only. 0 gives trial-only, ``inf`` full borrowing.
-    decay : float > 0
-        :math:`b`: the limit :math:`c\\,e^{-(|z|-c)/b}` beyond :math:`c`; ``inf`` gives the plain
-        soft threshold. The defaults (0.7, 4) minimise the worst-case regret against the better
-        of trial-only and full borrowing (module docstring).
+    bias_prior : pair of sequences (atoms, masses)
+        Point masses :math:`m_k \\ge 0` at :math:`\\pm\\theta_k` (``atoms``, distinct, >= 0; an
+        atom 0 once) added to the flat density 1 in the prior on the standardised bias of full
+        borrowing. Default ``BIAS_PRIOR``, the minimax-regret choice (module docstring).
+        All masses 0 gives trial-only; a larger mass at 0 borrows more.
     variance_ratio : float
         :math:`r` in the efficient weights of full borrowing (default 1, as every borrowing
         estimator here: distributional exchangeability).
@@ -151,22 +183,16 @@ class AdaptiveBorrowing(BorrowingEstimator):
     _label = "Adaptive borrowing"
     _default_inference = "bootstrap"
 
-    def __init__(self, outcome_model=None, threshold=DEFAULT_THRESHOLD, decay=DEFAULT_DECAY,
-                 variance_ratio=1.0, propensity="constant", random_state=None):
+    def __init__(self, outcome_model=None, bias_prior=BIAS_PRIOR, variance_ratio=1.0,
+                 propensity="constant", random_state=None):
         self.outcome_model = outcome_model
-        self.threshold = threshold
-        self.decay = decay
+        self.bias_prior = bias_prior
         self.variance_ratio = variance_ratio
         self.propensity = propensity
         self.random_state = random_state
 
     def _check_params(self) -> None:
-        for name, low, strict in (("threshold", 0, False), ("decay", 0, True)):
-            v = getattr(self, name)
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.number)) \
-                    or np.isnan(v) or v < low or (strict and v == low):
-                raise ValueError(f"{name} must be a number {'>' if strict else '>='} {low} "
-                                 f"(inf allowed); got {v!r}")
+        _check_bias_prior(self.bias_prior)
 
     def _borrow(self, data):
         mu1, mu0, e, self.outcome_models_ = fit_nuisance(data, self.outcome_model,
@@ -177,8 +203,12 @@ class AdaptiveBorrowing(BorrowingEstimator):
         diff = full.value - base.value
         s_d = difference_se(base, full)
         z = diff / s_d if s_d > 0 else (0.0 if diff == 0 else np.inf * np.sign(diff))
-        step = float(translation_limit(z, self.threshold, self.decay))
-        lam = 1.0 if step == abs(z) else step / abs(z)
+        if z == 0:
+            lam = 1.0
+        elif np.isfinite(z):
+            lam = float(np.clip(1.0 - bias_posterior_mean(z, self.bias_prior) / z, 0.0, 1.0))
+        else:
+            lam = 0.0
         psi = (1.0 - lam) * trial_only_influence(base, full) + lam * full.influence
         n = psi.size
         fit = BorrowedFit(value=float(base.value + lam * diff),
@@ -192,10 +222,9 @@ class AdaptiveBorrowing(BorrowingEstimator):
         return fit, mask, {"borrowing_fraction": lam, "bias_statistic": float(z)}
 
     def plot(self, ax=None, **estimate_kwargs):
-        """Trial-only, full borrowing and the adaptive estimate with their intervals, and the band
-        :math:`\\hat\\tau_0 \\pm t(|z|)\\,s_D` the adaptive estimate is confined to (its edge
-        toward full borrowing is the estimate). Keyword arguments go to :meth:`estimate` for the
-        adaptive estimate. Returns the Figure."""
+        """Trial-only, full borrowing and the adaptive estimate with their intervals; the title
+        gives the share of full borrowing's weight the rule kept. Keyword arguments go to
+        :meth:`estimate` for the adaptive estimate. Returns the Figure."""
         from causalkit.plotting import plot_estimates
 
         check_is_fitted(self, "result_")
@@ -205,13 +234,7 @@ class AdaptiveBorrowing(BorrowingEstimator):
         rows = {label: Estimate(f.value, f.std_error, method=label) for label, f in fits.items()}
         rows[self._label] = self.estimate(**estimate_kwargs)
         ax = plot_estimates(rows, ax=ax)
-        limit = float(translation_limit(self.bias_statistic_, self.threshold, self.decay))
-        half = limit * self.difference_se_
-        if np.isfinite(half):
-            ax.axvspan(self.trial_only_.value - half, self.trial_only_.value + half,
-                       color="tab:blue", alpha=0.12,
-                       label=f"trial only ± {limit:.2g} SE of the difference")
-            ax.legend(loc="best", frameon=False)
         ax.set_title(f"{self._label}: {100 * self.borrowing_fraction_:.0f}% of full borrowing "
-                     f"(effective {self.n_borrowed_:.0f} of {self.n_external_} controls)")
+                     f"(effective {self.n_borrowed_:.0f} of {self.n_external_} controls; "
+                     f"z = {self.bias_statistic_:.2f})")
         return ax.figure
