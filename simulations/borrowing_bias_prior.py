@@ -91,16 +91,17 @@ def step_bound(width=0.1, z_max=14.0):
     edges = np.r_[np.arange(0, z_max + width / 2, width), np.inf]
     mid = np.r_[0.5 * (edges[:-2] + edges[1:-1]), z_max + width / 2]
     theta = np.r_[np.linspace(0, 6, 61), np.linspace(6.5, z_max, 16)]
-    above = norm.cdf(edges[None, 1:] - theta[:, None]) - norm.cdf(edges[None, :-1] - theta[:, None])
-    below = norm.cdf(-edges[None, :-1] - theta[:, None]) - norm.cdf(-edges[None, 1:] - theta[:, None])
+    t = theta[:, None]
+    above = norm.cdf(edges[None, 1:] - t) - norm.cdf(edges[None, :-1] - t)
+    below = norm.cdf(-edges[None, :-1] - t) - norm.cdf(-edges[None, 1:] - t)
     oracle = np.minimum(1, theta ** 2)
     size = mid.size
 
     def r(g):
-        return (above * (g - theta[:, None]) ** 2).sum(1) + (below * (g + theta[:, None]) ** 2).sum(1)
+        return (above * (g - t) ** 2).sum(1) + (below * (g + t) ** 2).sum(1)
 
     def dr(g):
-        return 2 * above * (g - theta[:, None]) + 2 * below * (g + theta[:, None])
+        return 2 * above * (g - t) + 2 * below * (g + t)
 
     constraints = [{"type": "ineq", "fun": lambda v: v[-1] + oracle - r(v[:-1]),
                     "jac": lambda v: np.c_[-dr(v[:-1]), np.ones(theta.size)]},

@@ -11,8 +11,10 @@ estimate borrowing every external control (:mod:`causalkit.borrowing.efficient`,
 .. math::
 
     \\hat\\tau = \\hat\\tau_E - s_D\\,\\eta(z), \\qquad
-    \\eta(z) = \\frac{z + \\sum_{k\\ge1} m_k\\theta_k\\{\\phi(z-\\theta_k) - \\phi(z+\\theta_k)\\}}
-                    {1 + m_0\\phi(z) + \\sum_{k\\ge1} m_k\\{\\phi(z-\\theta_k) + \\phi(z+\\theta_k)\\}},
+    \\eta(z) = \\frac{z + \\sum_{k\\ge1} m_k\\theta_k
+                     \\{\\phi(z-\\theta_k) - \\phi(z+\\theta_k)\\}}
+                    {1 + m_0\\phi(z) + \\sum_{k\\ge1} m_k
+                     \\{\\phi(z-\\theta_k) + \\phi(z+\\theta_k)\\}},
 
 the posterior mean of the standardised bias :math:`\\theta = \\delta/s_D` of full borrowing given
 :math:`z \\sim N(\\theta, 1)`, under the (improper) prior made of a flat density (any bias) plus
