@@ -2,8 +2,8 @@
 
 Properties checked against closed forms or independent references: the two limits of the prior,
 the posterior mean against direct numerical integration over the prior, the combination
-identity, the worst-case regret of the default prior against the best limited-translation rule
-(by numerical integration of the normal-means risk), unbiasedness under exchangeability with
+identity, the normal-means risk of the default prior against the limited-translation rule it
+replaced (by numerical integration), unbiasedness under exchangeability with
 skewed errors (simulation, fixed seeds), and bad parameters.
 """
 
@@ -72,7 +72,7 @@ def test_estimate_is_full_borrowing_minus_the_posterior_mean(bias):
     assert np.all(est.borrowed_ == lam) and est.n_borrowed_ == pytest.approx(lam * 800)
     assert est.bias_statistic_ == pytest.approx(diff / s_d)
     if bias == 2.0:        # 30% of the controls 2 SD off: far outside, near trial-only
-        assert abs(est.bias_statistic_) > 3 and abs(value - base.value) < 0.8 * s_d
+        assert abs(est.bias_statistic_) > 3 and abs(value - base.value) < 0.73 * s_d
 
 
 def _risks(rule, thetas):
@@ -89,28 +89,21 @@ def _translation(c, b):
     return rule
 
 
-def test_default_prior_has_a_smaller_worst_case_regret_than_limited_translation():
-    """Worst regret max_theta {R(theta) - min(1, theta^2)}: the default prior's is its risk at
-    0, 0.334 (``simulations/borrowing_bias_prior.py``), and it is back to trial-only's risk at
-    theta = 20 (R <= 1.005). The best limited-translation rule (c on a 0.05 grid,
-    b in {1, 2, 3, 4, 6, 8}, also back by theta = 20) has regret 0.375 at (0.7, 4)."""
+def test_default_prior_risk_is_below_limited_translation_at_zero_and_at_its_peak():
+    """Normal-means risk R(theta) = E{eta(Z) - theta}^2 of the default prior (chosen with the
+    bound 1.27 on the risk, ``simulations/borrowing_bias_prior.py``): 0.363 at 0, at most 1.27
+    anywhere, back to trial-only's risk by theta = 20; the limited-translation rule it replaced,
+    (c, b) = (0.7, 4), is worse on both counts (0.375 at 0, 1.36 at its peak). The estimate moves
+    at most 0.73 s_D from trial-only and is back to it (within 0.001 s_D) for |z| >= 12."""
     thetas = np.r_[np.linspace(0, 10, 401), 20]
-    oracle = np.minimum(1.0, thetas ** 2)
     r = _risks(lambda z: bias_posterior_mean(z, BIAS_PRIOR), thetas)
-    assert np.max(r - oracle) == pytest.approx(0.334, abs=0.002)
-    assert np.argmax(r - oracle) == 0 and r[-1] <= 1.005
-    z = np.linspace(-30, 30, 6001)              # never more than 0.76 s_D from trial-only,
-    move = np.abs(z - bias_posterior_mean(z, BIAS_PRIOR))      # and back to it by |z| = 10
-    assert move.max() < 0.8 and move[np.abs(z) >= 10].max() < 1e-3
-    best = (np.inf, None)
-    for c in np.round(np.arange(0.5, 1.001, 0.05), 2):
-        for b in (1, 2, 3, 4, 6, 8):
-            rt = _risks(_translation(c, b), thetas)
-            regret = np.max(rt - oracle)
-            if rt[-1] <= 1.005 and regret < best[0]:
-                best = (regret, (c, b))
-    assert best[1] == (0.7, 4) and best[0] == pytest.approx(0.375, abs=0.005)
-    assert np.max(r - oracle) < best[0] - 0.03
+    assert r[0] == pytest.approx(0.363, abs=0.002)
+    assert r.max() < 1.275 and r[-1] <= 1.005
+    old = _risks(_translation(0.7, 4), thetas)
+    assert old[0] == pytest.approx(0.375, abs=0.002) and old.max() == pytest.approx(1.36, abs=0.01)
+    z = np.linspace(-30, 30, 6001)
+    move = np.abs(z - bias_posterior_mean(z, BIAS_PRIOR))
+    assert move.max() < 0.73 and move[np.abs(z) >= 12].max() < 1e-3
 
 
 def test_unbiased_under_exchangeability_with_skewed_errors():
