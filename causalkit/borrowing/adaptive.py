@@ -52,7 +52,7 @@ design was 0.327. The limited-translation rule it replaces (full borrowing while
 :math:`|z| \\le 0.7`, then a translation limit :math:`0.7\\,e^{-(|z|-0.7)/4}`, Efron & Morris
 1972) has risk 0.375 at 0 and up to 1.36, and measured worst regret 0.381. A looser bound
 does better in the normal-means problem alone (:math:`M = 1.33`: risk 0.321 at 0) but lost in
-finite samples when the bias was large (measured worst regret 0.400). The estimate never
+finite samples when the bias was large (measured worst regret 0.401). The estimate never
 moves more than :math:`0.73\\,s_D` from trial-only and is back to it for :math:`|z| \\ge 12`.
 
 What the rule deliberately does not do: it never selects individual external controls. Every
