@@ -4,9 +4,9 @@ Estimators (``fit(X, y, treatment, trial=...)``, or ``fit(df, y="re78", treatmen
 trial="trial", covariates=[...])``, then ``estimate()`` -> :class:`~causalkit.inference.Estimate`):
 
 * :class:`AdaptiveBorrowing` (recommended): full borrowing, moved toward the trial-only estimate
-  by the posterior mean of its bias (a prior that minimises the worst-case regret against the
-  better of the two); unbiased for any outcome law under exchangeability, never much worse than
-  trial-only when the external controls are biased;
+  by the posterior mean of its bias (a prior with the smallest risk under exchangeability for a
+  bound on the risk everywhere); unbiased for any outcome law under exchangeability, never much
+  worse than trial-only when the external controls are biased;
 * :class:`InfluenceBorrowing` (AIB) and :class:`CalibratedInfluenceBorrowing` (ACIB): score each
   external control by its influence on the trial-control outcome model, borrow the
   MSE-minimising set of the most comparable ones, estimate with the efficient AIPW-type

@@ -103,8 +103,22 @@ BIAS_PRIOR = ((0.0, 2.0, 2.5, 4.5, 6.0, 6.5, 8.0), (171.0, 6.81, 35.5, 11.2, 2.2
 
 def bias_posterior_mean(z, bias_prior=BIAS_PRIOR):
     """:math:`\\eta(z)`: posterior mean of :math:`\\theta` given :math:`z \\sim N(\\theta, 1)`
-    under the flat density plus masses ``bias_prior = (atoms, masses)`` at :math:`\\pm` each atom
-    (once at an atom 0); see ``causalkit.borrowing.adaptive``."""
+    under the flat density plus point masses at :math:`\\pm` each atom (once at an atom 0); the
+    formula is in ``causalkit.borrowing.adaptive``.
+
+    Parameters
+    ----------
+    z : float or array_like
+        Standardised differences :math:`\\hat D/s_D`.
+    bias_prior : pair of sequences (atoms, masses)
+        Atoms :math:`\\theta_k \\ge 0` and masses :math:`m_k \\ge 0`, relative to the flat
+        density 1.
+
+    Returns
+    -------
+    ndarray
+        :math:`\\eta(z)`, of the shape of ``z``; :math:`\\eta(z) = z` when every mass is 0.
+    """
     atoms, masses = (np.asarray(v, dtype=float) for v in bias_prior)
     z = np.asarray(z, dtype=float)
     zz = z[..., None]
