@@ -157,7 +157,7 @@ class AdaptiveBorrowing(BorrowingEstimator):
     bias_prior : pair of sequences (atoms, masses)
         Point masses :math:`m_k \\ge 0` at :math:`\\pm\\theta_k` (``atoms``, distinct, >= 0; an
         atom 0 once) added to the flat density 1 in the prior on the standardised bias of full
-        borrowing. Default ``BIAS_PRIOR``, the minimax-regret choice (module docstring).
+        borrowing. Default ``BIAS_PRIOR`` (the module docstring says how it was chosen).
         All masses 0 gives trial-only; a larger mass at 0 borrows more.
     variance_ratio : float
         :math:`r` in the efficient weights of full borrowing (default 1, as every borrowing
