@@ -1,4 +1,4 @@
-"""Speed and scale of influence-based borrowing; prints numbers and ratios.
+"""Speed and scale of the borrowing estimators; prints numbers and ratios.
 
 1. One AIB fit + influence-function estimate on the Paper A design (400 trial units, 800 external
    controls, 8 covariates): median milliseconds over repeats (target < 100 ms).
@@ -9,9 +9,19 @@
    path (:meth:`EfficientBorrowing.nested`); ``--compare`` also times the set-by-set route
    (one independent trial-participation fit per grid size) and prints the largest difference
    of the two MSE paths.
+3. The recommended estimator with its default inference on NSW/CPS:
+   ``AdaptiveBorrowing(random_state=0).fit(...).estimate()`` (a 200-resample pipeline
+   bootstrap, serial) against the reference a practitioner would run instead, a 200-resample
+   bootstrap of one statsmodels OLS of the outcome on treatment and covariates over the same
+   16,437 rows; the two interleaved, medians over ``--repeats-nsw`` (target < 5 s on 2 cores).
+4. The recommended estimator at scale, on the data of 2: ``AdaptiveBorrowing().fit(...)`` and
+   its influence-function estimate, against one statsmodels OLS fit on the pooled data
+   (interleaved, medians over 3; target <= 2x), and its peak traced memory (``tracemalloc``,
+   an untimed run) in copies of X (target <= 3).
 
-Usage: ``python benchmarks/borrowing.py [--n-external 1000000] [--repeats 20] [--compare]``.
-BLAS runs on one thread (small matrices; more threads only add overhead on a shared machine).
+Usage: ``python benchmarks/borrowing.py [--n-external 1000000] [--repeats 20] [--compare]
+[--repeats-nsw 3]``. BLAS runs on one thread (small matrices; more threads only add overhead on a
+shared machine).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from __future__ import annotations
 import argparse
 import resource
 import time
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -49,15 +60,9 @@ def _set_by_set_path(engine, order, sizes):
     return np.array([[f.value, f.std_error] for f in fits])
 
 
-def scale(n_external: int, n_features: int = 20, compare: bool = False):
-    import statsmodels.api as sm
-
-    from causalkit.borrowing._base import fit_nuisance
-    from causalkit.borrowing._data import prepare_data
-    from causalkit.borrowing.efficient import EfficientBorrowing
-    from causalkit.borrowing.influence import influence_scores
-    from causalkit.borrowing.selection import mse_path, rank_order, size_grid
-
+def scale_data(n_external: int, n_features: int = 20):
+    """``(X, y, a, s)``: a Paper A-shaped trial (400 units, 100 controls) and ``n_external``
+    shifted external controls, 20% of all outcomes shifted by 0.5."""
     rng = np.random.default_rng(1)
     n_trial = 400
     X = np.vstack([rng.normal(size=(n_trial, n_features)),
@@ -66,6 +71,17 @@ def scale(n_external: int, n_features: int = 20, compare: bool = False):
     s = np.r_[np.ones(n_trial, int), np.zeros(n_external, int)]
     a = np.r_[rng.permutation(np.repeat([1, 0], [300, 100])), np.zeros(n_external, int)]
     y = 1 + X @ beta + a + rng.normal(size=X.shape[0]) + 0.5 * (rng.random(X.shape[0]) < 0.2)
+    return X, y, a, s
+
+
+def scale(X, y, a, s, compare: bool = False):
+    import statsmodels.api as sm
+
+    from causalkit.borrowing._base import fit_nuisance
+    from causalkit.borrowing._data import prepare_data
+    from causalkit.borrowing.efficient import EfficientBorrowing
+    from causalkit.borrowing.influence import influence_scores
+    from causalkit.borrowing.selection import mse_path, rank_order, size_grid
 
     start = time.perf_counter()
     sm.OLS(y, sm.add_constant(X)).fit()
@@ -95,10 +111,72 @@ def scale(n_external: int, n_features: int = 20, compare: bool = False):
     return out
 
 
+def _ols_bootstrap(y, design, n_boot: int, seed: int = 0) -> None:
+    """``n_boot`` statsmodels OLS fits on resampled rows (the reference of item 3)."""
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(seed)
+    for _ in range(n_boot):
+        idx = rng.integers(0, y.size, y.size)
+        sm.OLS(y[idx], design[idx]).fit()
+
+
+def adaptive_nsw_cps(repeats: int):
+    """Median seconds of the default ``AdaptiveBorrowing`` estimate on NSW/CPS and of the OLS
+    bootstrap reference, interleaved."""
+    import statsmodels.api as sm
+
+    from causalkit.borrowing import AdaptiveBorrowing
+    from causalkit.datasets import NSW_COVARIATES, load_nsw_cps
+
+    frame = load_nsw_cps()
+    X = frame[NSW_COVARIATES].to_numpy(float)
+    y, a, s = frame["re78"].to_numpy(float), frame["treat"].to_numpy(), frame["trial"].to_numpy()
+    design = sm.add_constant(np.column_stack([a, X]))
+    ours, ref = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        AdaptiveBorrowing(random_state=0).fit(X, y, a, trial=s).estimate(progress=False)
+        ours.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        _ols_bootstrap(y, design, 200)
+        ref.append(time.perf_counter() - start)
+    return float(np.median(ours)), float(np.median(ref))
+
+
+def adaptive_scale(X, y, a, s, repeats: int = 3):
+    """Median seconds of ``AdaptiveBorrowing`` (fit + influence estimate) and of one statsmodels
+    OLS on the pooled data, interleaved; then the estimator's peak traced memory in copies of
+    ``X``."""
+    import statsmodels.api as sm
+
+    from causalkit.borrowing import AdaptiveBorrowing
+
+    def fit():
+        AdaptiveBorrowing(random_state=0).fit(X, y, a, trial=s).estimate(inference="influence")
+
+    ours, ols = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fit()
+            ours.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            sm.OLS(y, sm.add_constant(X)).fit()
+            ols.append(time.perf_counter() - start)
+        tracemalloc.start()
+        fit()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return float(np.median(ours)), float(np.median(ols)), peak / X.nbytes
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-external", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats-nsw", type=int, default=3)
     parser.add_argument("--compare", action="store_true",
                         help="also time the set-by-set selection and compare the paths")
     args = parser.parse_args(argv)
@@ -106,7 +184,8 @@ def main(argv=None) -> None:
         ms = single_fit(args.repeats)
         print(f"AIB fit+estimate, Paper A design: median {ms:.1f} ms "
               f"(target < 100 ms; ratio to target {ms / 100:.2f})")
-        r = scale(args.n_external, compare=args.compare)
+        data = scale_data(args.n_external)
+        r = scale(*data, compare=args.compare)
     ols, scores, total = r["ols"], r["scores"], r["total"]
     select = total - scores
     print(f"scale: {args.n_external:,} external controls x 20 covariates")
@@ -120,6 +199,14 @@ def main(argv=None) -> None:
               f"{r['set_by_set'] / select:.1f}x faster; max |diff| of estimate/SE "
               f"{r['max_diff']:.1e})")
     print(f"  peak resident memory           : {_peak_gib():7.2f} GiB")
+    ours, ref = adaptive_nsw_cps(args.repeats_nsw)
+    print(f"AdaptiveBorrowing, default estimate() on NSW/CPS: median {ours:.2f} s (target < 5 s)"
+          f"; 200-resample OLS bootstrap {ref:.2f} s; ratio {ours / ref:.1f}x")
+    with threadpool_limits(1):
+        ours, ols, copies = adaptive_scale(*data)
+    print(f"AdaptiveBorrowing at scale: fit + influence estimate {ours:.2f} s, statsmodels OLS "
+          f"{ols:.2f} s, ratio {ours / ols:.2f}x (target <= 2x); peak traced memory "
+          f"{copies:.2f} copies of X (target <= 3)")
 
 
 if __name__ == "__main__":

@@ -31,9 +31,12 @@ class HybridData:
 
     ``X`` holds the identified covariates standardised with the mean and SD of the *pooled*
     sample (one common transform for all groups: per-group scaling would remove exactly the
-    covariate shift the methods must see); ``names`` are their names. ``raw`` keeps every
-    validated input column (unstandardised) for :meth:`take`, ``feature_names`` their names.
-    ``order`` maps rows back to the caller's row order.
+    covariate shift the methods must see); ``names`` are their names. ``raw`` is the validated
+    input covariate array as the caller passed it (every column, unstandardised, in the
+    caller's row order; shared with the caller and with every resample, never copied) and
+    ``raw_rows`` the row of ``raw`` that each row holds, for :meth:`take`; ``feature_names``
+    names the columns of ``raw``. ``order`` maps rows back to the caller's row order. So the
+    container holds one copy of the covariates, not two.
 
     As a data container of :class:`causalkit._base.CausalEstimator`: ``n_rows``, ``strata``
     (``2 * trial + treatment``: the bootstrap resamples trial arms and external controls
@@ -53,6 +56,7 @@ class HybridData:
     a: np.ndarray
     s: np.ndarray
     raw: np.ndarray
+    raw_rows: np.ndarray
     order: np.ndarray
     feature_names: list
     names: list
@@ -96,8 +100,8 @@ class HybridData:
         aliased covariates as a fresh fit would be (the inputs are not re-validated: they are
         rows of validated data)."""
         idx = np.asarray(idx)
-        out = _assemble(self.raw[idx], self.y[idx], self.a[idx], self.s[idx],
-                        self.feature_names, full_rank_hint=len(self.names) == self.raw.shape[1])
+        out = _assemble(self.raw, self.raw_rows[idx], self.y[idx], self.a[idx], self.s[idx],
+                        self.feature_names)
         out.warm_start.update(self.warm_start)
         out.units = (idx if self.units is None else self.units[idx])[out.order]
         return out
@@ -131,7 +135,7 @@ def prepare_data(X, y, treatment, trial, *, feature_names=None) -> HybridData:
     if arms.min() < MIN_ARM:
         raise ValueError(f"treatment: each trial arm (trial == 1) needs at least {MIN_ARM} "
                          f"units; got {arms[1]} treated and {arms[0]} control units")
-    return _assemble(Xa, ya, a, s, names)
+    return _assemble(Xa, None, ya, a, s, names)
 
 
 #: Squared relative residual norm above which no column can be aliased under the rule of
@@ -140,17 +144,24 @@ def prepare_data(X, y, treatment, trial, *, feature_names=None) -> HybridData:
 _SAFE_RESIDUAL2 = 1e-12
 
 
-def _assemble(Xa, ya, a, s, names, *, full_rank_hint=False) -> HybridData:
-    """Standardise, drop aliased columns and order trial rows first (validated inputs).
+def _assemble(raw, raw_rows, ya, a, s, names) -> HybridData:
+    """Standardise, drop aliased columns and order trial rows first (validated inputs): the
+    rows ``raw_rows`` of ``raw`` (``None``: all of them, in order) with outcomes ``ya``.
 
-    With ``full_rank_hint`` (rows drawn from data where no column was aliased) the aliasing
-    check first tries the cheap sufficient condition on the :math:`p\times p` Gram matrix and
-    only runs the column-by-column rule when it fails.
+    The aliasing rule (:func:`~causalkit._linalg.independent_columns`, a QR of the design) runs
+    only when the cheap sufficient condition for full rank on the :math:`p\\times p` Gram matrix
+    fails. The standardised copy is the only :math:`n\\times p` array kept; the centring and
+    scaling are done in place.
     """
+    Xa = raw if raw_rows is None else raw[raw_rows]
     varying = np.ptp(Xa, axis=0) > 0
-    Xs = (Xa - Xa.mean(axis=0)) / np.where(varying, Xa.std(axis=0), 1.0)
+    mean, sd = Xa.mean(axis=0), Xa.std(axis=0)
+    order = np.concatenate([np.flatnonzero(s == 1), np.flatnonzero(s == 0)])
+    Xs = Xa[order]
+    Xs -= mean
+    Xs /= np.where(varying, sd, 1.0)
     Xs[:, ~varying] = 0.0
-    if full_rank_hint and varying.all() and _clearly_full_rank(Xa, Xs):
+    if varying.all() and _clearly_full_rank(Xs, mean, sd * sd):
         keep = np.arange(Xa.shape[1])
     else:
         dropped = warn_aliased_covariates(Xa, names,
@@ -158,9 +169,10 @@ def _assemble(Xa, ya, a, s, names, *, full_rank_hint=False) -> HybridData:
         keep = np.setdiff1d(np.arange(Xa.shape[1]), dropped)
     if keep.size == 0:
         raise ValueError(f"X: every covariate column is constant ({names})")
-    Xs = Xs[:, keep]
-    order = np.concatenate([np.flatnonzero(s == 1), np.flatnonzero(s == 0)])
-    Xs, Xa, ya, a, s = Xs[order], Xa[order], ya[order], a[order], s[order]
+    if keep.size < Xa.shape[1]:
+        Xs = Xs[:, keep]
+    ya, a, s = ya[order], a[order], s[order]
+    raw_rows = order if raw_rows is None else raw_rows[order]
     n_trial = int(s.sum())
     arms = np.bincount(a[s == 1], minlength=2)
     if arms.min() < keep.size + 1:
@@ -169,19 +181,20 @@ def _assemble(Xa, ya, a, s, names, *, full_rank_hint=False) -> HybridData:
                       f"{keep.size} covariates; its fit is not identified (aliased columns are "
                       "dropped)", SmallSampleWarning, stacklevel=5)
     binary = bool(np.isin(np.unique(ya), (0.0, 1.0)).all())
-    return HybridData(X=Xs, y=ya, a=a, s=s, raw=Xa, order=order, feature_names=names,
-                      names=[names[j] for j in keep], n_trial=n_trial, binary=binary)
+    return HybridData(X=Xs, y=ya, a=a, s=s, raw=raw, raw_rows=raw_rows, order=order,
+                      feature_names=names, names=[names[j] for j in keep], n_trial=n_trial,
+                      binary=binary)
 
 
-def _clearly_full_rank(Xa: np.ndarray, Xs: np.ndarray) -> bool:
-    """A cheap sufficient condition for "no column of ``Xa`` (after the intercept) is aliased".
+def _clearly_full_rank(Xs: np.ndarray, mean: np.ndarray, var: np.ndarray) -> bool:
+    """A cheap sufficient condition for "no column (after the intercept) is aliased".
 
     The standardised columns ``Xs`` are orthogonal to the intercept, so the squared residual
-    norm of raw column :math:`j` after projecting on the intercept and the other columns is at
-    least :math:`n\\,\\lambda_{min}\\,s_j^2`, with :math:`\\lambda_{min}` the smallest eigenvalue
-    of :math:`X_s^\\top X_s/n`, against its squared norm :math:`n(m_j^2 + s_j^2)`; the check is
+    norm of raw column :math:`j` (mean :math:`m_j`, variance :math:`s_j^2`) after projecting on
+    the intercept and the other columns is at least :math:`n\\,\\lambda_{min}\\,s_j^2`, with
+    :math:`\\lambda_{min}` the smallest eigenvalue of :math:`X_s^\\top X_s/n`, against its
+    squared norm :math:`n(m_j^2 + s_j^2)`; the check is
     :math:`\\lambda_{min}\\min_j s_j^2/(m_j^2+s_j^2) >` :data:`_SAFE_RESIDUAL2`.
     """
     lam = np.linalg.eigvalsh(Xs.T @ Xs / Xs.shape[0])[0]
-    mean, var = Xa.mean(axis=0), Xa.var(axis=0)
     return bool(lam * np.min(var / (mean * mean + var)) > _SAFE_RESIDUAL2)

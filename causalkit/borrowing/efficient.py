@@ -143,7 +143,9 @@ class EfficientBorrowing:
         ``data.warm_start["sampling-all"]`` (see :class:`~causalkit.borrowing._data.HybridData`)."""
         ext_idx = np.asarray(ext_idx, dtype=int)
         nT, nS = self.n_trial, ext_idx.size
-        rows = np.concatenate([np.arange(nT), nT + ext_idx])
+        every = nS == self.n_external and np.array_equal(ext_idx, np.arange(nS))
+        # every external control: the rows as stored, without an (n, p) copy of the design
+        rows = slice(None) if every else np.concatenate([np.arange(nT), nT + ext_idx])
         if nS == 0:
             pi, beta = np.ones(nT), None
         else:
