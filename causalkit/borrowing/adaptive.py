@@ -72,15 +72,17 @@ Inference: :math:`\\hat\\lambda` depends on the data, so ``estimate()`` defaults
 bootstrap (both fits and the rule refitted on every resample); ``inference="influence"`` gives
 the interval of :math:`(1-\\hat\\lambda)\\psi_0 + \\hat\\lambda\\psi_E` with
 :math:`\\hat\\lambda` held fixed (conditional on the amount borrowed). Neither is valid
-whatever the bias: where the bias is moderate (:math:`|\\theta|` of 1 to 3) the percentile
-interval covers a few points less than it says (study ``borrowing-bootstrap-adaptive``). No
-interval can close that gap and stay shorter than the trial-only one. With the bias
+whatever the bias: in the study ``borrowing-bootstrap-adaptive`` the percentile interval
+covered less than its level in several cells, exchangeable and biased. No interval can close
+that gap for every bias and stay shorter than the trial-only one. With the bias
 unrestricted, each hypothesis :math:`\\tau = \\tau'` is a line in the mean of
 :math:`(\\hat\\tau_E, \\hat D)`, the most powerful test of it against any alternative
 (exchangeable ones included) uses :math:`\\hat\\tau_E - \\hat D = \\hat\\tau_0` alone, and by Pratt
 (1961) no interval valid for every bias is shorter on average than one built from the trial
-alone. The size-corrected hybrid interval of McCloskey (2017), centred on this estimate, was
-never shorter (``simulations/borrowing_interval_check.py``). The bootstrap interval is what
+alone; the same holds for tests (Kopp-Schneider et al. 2020: with type I error controlled
+for every drift, external data cannot add power). The size-corrected hybrid interval of
+McCloskey (2017), centred on this estimate, was never shorter
+(``simulations/borrowing_interval_check.py``). The bootstrap interval is what
 borrowing buys in precision when the external controls are close to exchangeable; where
 coverage must hold for every bias, report the trial-only interval (``trial_only_`` or
 :class:`TrialOnly`).
@@ -93,7 +95,9 @@ possibly biased estimators", arXiv:2205.10467; Schmidli et al. (2014), *Biometri
 vague component that lets the data overrule an informative prior); Li, Miao, Lu & Zhou (2023),
 *Biometrics* 79(1) (the efficient estimator); Pratt (1961), "Length of confidence intervals",
 *JASA* 56(295); McCloskey (2017), "Bonferroni-based size-correction for nonstandard testing
-problems", *Journal of Econometrics* 200(1).
+problems", *Journal of Econometrics* 200(1); Kopp-Schneider, Calderazzo & Wiesenfarth (2020),
+"Power gains by using external information in clinical trials are typically not possible when
+requiring strict type I error control", *Biometrical Journal* 62(2).
 """
 
 from __future__ import annotations
