@@ -134,7 +134,9 @@ class BorrowingEstimator(CausalEstimator):
     order: a bool mask for estimators that select controls, a weight in [0, 1] for those that
     down-weight them), ``n_borrowed_`` (the count, or the effective number: sum of weights),
     ``details_``, ``n_trial_``, ``n_external_``, ``feature_names_in_``, ``n_features_in_``,
-    ``data_`` (the validated data).
+    ``data_`` (the validated data; to keep one copy of the covariates it shares the
+    unstandardised ones with the ``X`` passed to ``fit`` when that is already a float array, so
+    changing ``X`` in place after ``fit`` changes what a later bootstrap resamples).
     """
 
     _label = "Borrowing"

@@ -52,10 +52,9 @@ those learned on the sample. The influence interval of ``value_`` (the default) 
 way: on the same 60 data sets its SE averaged 0.176 (errors over SEs: SD 0.99), but on 400 it
 covered 0.912, with SD 1.14. A finer held-out split, whose fold policies are learned on more
 rows and are closer to the final one, does not close the gap: with ``cv`` = 5 and 10 the errors
-over SEs kept the same SD as with 2 (``simulations/policy_learner_cv_check.py``); what the SE
-misses is how far the learned policies' values scatter around the final policy's, not the
-folds' size. On this design neither interval is within 0.92-0.98: the default is too narrow,
-the bootstrap too wide.
+over SEs kept the same SD as with 2 (``simulations/policy_learner_cv_check.py``), so the
+shortfall does not come from the folds' size. On this design neither interval is within
+0.92-0.98: the default is too narrow, the bootstrap too wide.
 """
 
 from __future__ import annotations
