@@ -149,3 +149,37 @@ def test_bad_path_arguments():
         list(engine.nested(order, [0, 50, 50]))
     with pytest.raises(ValueError, match="sizes"):
         list(engine.nested(order, [0, order.size + 1]))
+
+
+def test_every_external_control_in_stored_order_equals_any_order():
+    # borrowing every control in stored order skips the design copy; a permutation of the same
+    # set takes the general route: the same fit, rows permuted
+    engine, order, _ = _engine("constant", 1.0)
+    nT = engine.n_trial
+    stored = engine.evaluate(np.arange(engine.n_external))
+    permuted = engine.evaluate(order)
+    assert stored.n_borrowed == permuted.n_borrowed == engine.n_external
+    assert stored.value == pytest.approx(permuted.value, abs=1e-10)
+    assert stored.std_error == pytest.approx(permuted.std_error, abs=1e-10)
+    np.testing.assert_allclose(stored.influence[:nT], permuted.influence[:nT], atol=1e-10)
+    np.testing.assert_allclose(stored.influence[nT + order], permuted.influence[nT:], atol=1e-10)
+
+
+def test_data_keeps_one_copy_of_the_covariates():
+    d = paper_a_design(np.random.default_rng(4), n_trial=120, n_treated=60, n_external=200)
+    X = np.ascontiguousarray(d["X"][::-1])            # external controls first: rows reordered
+    y, a, s = d["y"][::-1], d["a"][::-1], d["s"][::-1]
+    data = prepare_data(X, y, a, s)
+    assert data.raw is X                               # shared with the caller, not copied
+    np.testing.assert_array_equal(data.raw[data.raw_rows], X[data.order])
+    assert np.all(data.s[:data.n_trial] == 1)
+    idx = np.random.default_rng(0).integers(0, data.n_rows, data.n_rows)
+    resample = data.take(idx)
+    assert resample.raw is X                           # resamples share it too
+    np.testing.assert_array_equal(resample.raw[resample.raw_rows],
+                                  data.raw[data.raw_rows][idx][resample.order])
+    # the resample is standardised on its own rows, as a fresh fit of those rows would be
+    fresh = prepare_data(X[data.raw_rows][idx], y[data.raw_rows][idx], a[data.raw_rows][idx],
+                         s[data.raw_rows][idx])
+    np.testing.assert_array_equal(resample.X, fresh.X)
+    np.testing.assert_array_equal(resample.y, fresh.y)
