@@ -60,13 +60,16 @@ rule that keeps or drops a control by its own residual selects on the outcome, a
 under exchangeability as soon as the outcome distribution is skewed (AIB borrowed controls with
 a response rate of 0.15 against 0.93 for the others on a binary outcome); this rule only looks at
 :math:`\\hat D`, whose sampling distribution is close to symmetric, so it stays close to
-unbiased for any outcome law. Close, not exact: :math:`\\eta` is not linear, so the slight
-skewness of :math:`\\hat D` under skewed errors shifts the estimate's mean; in many exchangeable
-draws with exponential and log-normal errors the paired difference from trial-only (which is
-unbiased) was clearly different from 0, but a small fraction of the estimator's SD
-(``simulations/borrowing_skewed_bias_check.py``). The price: when only a subset of the external
-controls is biased it cannot keep the unbiased ones, and falls back toward trial-only (the
-borrowing study tables report the oracle set of unbiased controls beside it).
+unbiased for any outcome law. Close, not exact: under skewed errors :math:`\\hat D` is
+slightly skewed and :math:`\\eta` is not linear, and :math:`s_D` moves with :math:`\\hat D`
+(skewed residuals raise their mean and spread together), two effects of opposite sign. In many
+exchangeable draws with exponential and log-normal errors the paired difference from trial-only
+(which is unbiased) was clearly different from 0, but a small fraction of the estimator's SD;
+with :math:`s_D` held fixed the sign flipped, so a scale estimate that ignores :math:`\\hat D`
+would not remove it (``simulations/borrowing_skewed_bias_check.py``). The price: when only a
+subset of the external controls is biased it cannot keep the unbiased ones, and falls back
+toward trial-only (the borrowing study tables report the oracle set of unbiased controls beside
+it).
 
 Inference: :math:`\\hat\\lambda` depends on the data, so ``estimate()`` defaults to the pipeline
 bootstrap (both fits and the rule refitted on every resample); ``inference="influence"`` gives
