@@ -75,7 +75,11 @@ def test_raise_and_the_no_shift_case():
     with warnings.catch_warnings():
         warnings.simplefilter("error", OverlapWarning)
         est = _fit(_data("estimation", "0 SD", 3), on_poor_overlap="raise")
+        untrimmed = _fit(_data("estimation", "0 SD", 3), on_poor_overlap="trim")
     assert est.n_trimmed_target_ == 0 and not est.overlap_["poor_overlap"]
+    # nothing trimmed: the influence interval stays the default
+    assert untrimmed.n_trimmed_target_ == untrimmed.n_trimmed_source_ == 0
+    assert untrimmed.estimate(1).replicates is None
     with pytest.raises(ValueError, match="on_poor_overlap must be one of"):
         _fit(_data("estimation", "0 SD", 3), on_poor_overlap="drop")
     with pytest.raises(ValueError, match="domain_model must be a classifier or one of"):
@@ -91,15 +95,21 @@ def test_trim_changes_the_estimand_and_says_so():
     assert est.mu_target_.shape[0] == 2000 - est.n_trimmed_target_
     assert not est.overlap_region(np.array([[8.0, 0.0, 0.0]]))[0]
     assert est.overlap_region(np.zeros((1, 3)))[0]
-    res = est.estimate(1)
+    # a trimmed fit defaults to the pipeline bootstrap, which refits the region on each resample
+    res = est.estimate(1, n_boot=20)
+    assert res.ci_method == "percentile" and len(res.replicates) == 20
     assert res.name == TRIMMED_ESTIMAND and res.details["trimmed_target"] == est.n_trimmed_target_
-    assert "overlap region" in est.summary(1) and "trimmed_target" in est.to_frame(1).columns
+    assert "overlap region" in est.summary(1, n_boot=20)
+    assert "trimmed_target" in est.to_frame(1, n_boot=20).columns
+    assert est.estimate(1, inference="influence").replicates is None
     with pytest.raises(ValueError, match="0 of 2000 target units lie in the overlap region"):
         _fit(_data("nonlinear", "8 SD", 4), on_poor_overlap="trim")
 
 
 def _trim_coverage(case, reps, n):
-    """Coverage of the trimmed-population value and mean z over ``reps`` data sets."""
+    """Coverage of the trimmed-population value by the influence interval (the bootstrap, a
+    trimmed fit's default, is checked at study size in
+    ``simulations/policy_trim_bootstrap_check.py``) and mean z over ``reps`` data sets."""
     design = "nonlinear"
     policy = dgps.optimal_policy(design)
     shift, outside = dgps.OVERLAP_GRID[case]
@@ -108,7 +118,7 @@ def _trim_coverage(case, reps, n):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CausalkitWarning)
             est = _fit(_data(design, case, seed, n=n), on_poor_overlap="trim", random_state=seed)
-        res = est.estimate(policy)
+        res = est.estimate(policy, inference="influence")
         truth = dgps.true_value(design, policy, shift, outside_share=outside,
                                 region=est.overlap_region, n_mc=100_000, seed=seed)
         lo, hi = res.conf_int()
