@@ -47,12 +47,14 @@ def test_masked_straggler_is_compute_not_network(tmp_path):
     row, report = exp.trace()
     assert [(f.kind, f.rank) for f in report.culprits][:1] == [("compute_straggler", 1)]
     assert not [f for f in report.culprits if f.category == "communication"]
-    # the symptom itself: the slow rank's allreduce is the shorter one (peers wait for it)
+    # the symptom itself: the slow rank reaches the allreduce last, so its peer waits there.
+    # Its arrival lag is the direct measure; the allreduce durations' difference carries the
+    # scheduling noise of both ranks' exits as well and came out near 0 on a loaded host.
     store = TraceStore(next(tmp_path.glob("*/traces")))
     per_step = _per_step_phase(store.phases(steps=(exp.fault_step, exp.steps)))
-    ar = per_step[per_step["phase"] == "allreduce"].pivot_table(index="step", columns="rank",
-                                                                values="ms")
-    assert np.median(ar[1] - ar[0]) < 0
+    arrival = per_step[per_step["phase"] == "allreduce"].pivot(index="step", columns="rank",
+                                                               values="start_ns")
+    assert np.median(arrival[1] - arrival[0]) > 0
 
 
 def test_cli_diagnoses_a_store(straggler, capsys, tmp_path):
