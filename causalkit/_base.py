@@ -199,7 +199,11 @@ class _Refit:
         with warnings.catch_warnings(), _threadpools().limit(limits=1):
             warnings.simplefilter("ignore", CausalkitWarning)
             est._fit_data(data)
-            return est._point_estimate(self.target)
+            return self._value(est)
+
+    def _value(self, est) -> float:
+        """The replicate's value from the refitted clone (override to evaluate otherwise)."""
+        return est._point_estimate(self.target)
 
 
 class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
@@ -216,11 +220,15 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     ``causalkit.nuisance.make_folds(groups=...)``).
 
     Class attributes: ``_default_inference`` (``"influence"`` or ``"bootstrap"``),
-    ``_inferences`` (the kinds it supports), ``_label`` (shown in summaries), ``_estimand``.
+    ``_inferences`` (the kinds it supports), ``_bootstrap_ci`` (the interval the bootstrap
+    reports: ``"percentile"`` or ``"normal"``), ``_label`` (shown in summaries), ``_estimand``.
+    ``_replicate(target)`` returns the bootstrap's ``fit_fn`` (default: refit a clone of the
+    whole estimator).
     """
 
     _default_inference = "influence"
     _inferences = INFERENCE
+    _bootstrap_ci = "percentile"
     _label = "Estimator"
     _estimand = "ATE"
 
@@ -254,6 +262,10 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
         """The :class:`Estimate` with the influence-function standard error."""
 
     # -- inference
+    def _replicate(self, target):
+        """Picklable ``fit_fn`` of the bootstrap: the point value from a resampled container."""
+        return _Refit(self, target)
+
     def _check_inference(self, inference):
         inference = self._default_inference if inference is None else inference
         if inference not in self._inferences:
@@ -280,8 +292,9 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
             if out is None:
                 show = sys.stderr.isatty() if progress is None else bool(progress)
                 data = self.data_
-                out = bootstrap(_Refit(self, target), data, n_boot=n_boot,
+                out = bootstrap(self._replicate(target), data, n_boot=n_boot,
                                 random_state=seq, n_jobs=n_jobs, strata=data.strata,
+                                ci_method=self._bootstrap_ci,
                                 method=self._label, name=name or self._estimand, progress=show,
                                 point=self._point_estimate(target))
                 out.details.update(self._details())

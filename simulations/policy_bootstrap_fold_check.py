@@ -1,11 +1,13 @@
 """Why the learner's pipeline bootstrap under-covered: copies of a unit split across folds.
 
-``TargetPolicyLearner.estimate(inference="bootstrap")`` refits the whole learner on resamples
-drawn with replacement. If the cross-fitting folds inside a resample (the value estimator's
-nuisance folds and the learner's held-out folds) are drawn over rows, copies of one unit can sit
-in a training fold and in the fold it is evaluated on: the held-out value of a resample is then
-partly in-sample, and optimistic. The package's folds keep the copies together: the containers'
-``take`` carries the unit of every row and ``make_folds(groups=...)`` splits units. This check
+The pipeline bootstrap (:func:`policy_bootstrap_variance_check.pipeline_bootstrap`; the
+learner's ``estimate(inference="bootstrap")`` when this check was run) refits the whole learner
+on resamples drawn with replacement. If the cross-fitting folds inside a resample (the value
+estimator's nuisance folds and the learner's held-out folds) are drawn over rows, copies of one
+unit can sit in a training fold and in the fold it is evaluated on: the held-out value of a
+resample is then partly in-sample, and optimistic. The package's folds keep the copies
+together: the containers' ``take`` carries the unit of every row and ``make_folds(groups=...)``
+splits units. This check
 measures, per data set, the mean of the bootstrap replicates minus the full-sample held-out
 value, in units of the bootstrap SE, twice: with the package's folds (``units``) and with folds
 over rows (``rows``: ``groups`` dropped, patched in here, the former behaviour). Unbiased
@@ -23,6 +25,7 @@ import warnings
 from unittest import mock
 
 import numpy as np
+from policy_bootstrap_variance_check import pipeline_bootstrap
 
 import causalkit.policy.learner as learner_module
 import causalkit.policy.value as value_module
@@ -47,7 +50,7 @@ def shifts(n_sets):
         fit = TargetPolicyLearner(TargetPolicyValue(cv=2), policy="tree", depth=2,
                                   random_state=data["seed"]).fit(
             data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
-        boot = fit.estimate(inference="bootstrap", n_boot=N_BOOT, progress=False)
+        boot = pipeline_bootstrap(fit, N_BOOT, fit.seed_for("bootstrap"))
         out.append((boot.replicates.mean() - boot.value) / boot.std_error)
     return np.array(out)
 

@@ -6,7 +6,8 @@ bootstrap refits two things on every resample, the value estimator's nuisance mo
 policies (the fold policies behind the held-out ``value_``). This check takes them apart, on
 each data set with the same number of resamples:
 
-* ``pipeline``: ``estimate(inference="bootstrap")``, both refitted (the package);
+* ``pipeline``: the whole learner refitted on each resample (:func:`pipeline_bootstrap`; the
+  learner's ``estimate(inference="bootstrap")`` when this check was run);
 * ``policies fixed``: the nuisances refitted on the resample, the held-out assignment of every
   unit kept (each copy of a unit takes the action its fold policy gave it);
 * ``nuisances fixed``: the score rows of the fitted value estimator resampled (units within each
@@ -37,7 +38,8 @@ from joblib import Parallel, delayed
 from sklearn.base import clone
 from threadpoolctl import threadpool_limits
 
-from causalkit.inference import _stratified_indices
+from causalkit._base import _Refit
+from causalkit.inference import _stratified_indices, bootstrap
 from causalkit.nuisance import make_folds
 from causalkit.policy import TargetPolicyLearner, TargetPolicyValue, dgps
 
@@ -61,6 +63,13 @@ def _row(scheme, r, value, truth, se, replicates=None):
         lo, hi = np.quantile(replicates, [0.025, 0.975])
         row["covered_percentile"] = float(lo <= truth <= hi)
     return row
+
+
+def pipeline_bootstrap(fit, n_boot, random_state):
+    """The whole learner refitted on each resample (policies and nuisances; the learner's
+    bootstrap before it held the fold policies fixed), percentile interval."""
+    return bootstrap(_Refit(fit, None), fit.data_, n_boot=n_boot, random_state=random_state,
+                     strata=fit.data_.strata, point=fit.value_.value)
 
 
 def _policies_fixed(fit, rng, n_boot):
@@ -101,8 +110,7 @@ def _resampled(r, n, n_boot):
         warnings.simplefilter("ignore")
         fit, truth = _learner(r, n)
         value = fit.value_.value
-        boot = fit.estimate(inference="bootstrap", n_boot=n_boot, progress=False,
-                            random_state=np.random.SeedSequence([910001, r]))
+        boot = pipeline_bootstrap(fit, n_boot, np.random.SeedSequence([910001, r]))
         rows = [_row("pipeline", r, value, truth, boot.std_error, boot.replicates)]
         for scheme, draw, key in (("policies fixed", _policies_fixed, 910002),
                                   ("nuisances fixed", _nuisances_fixed, 910003)):

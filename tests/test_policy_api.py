@@ -1,5 +1,5 @@
 """The policy estimators on the estimator core: argument order, DataFrame front end, seeds,
-the two-sample pipeline bootstrap, units, reports and input errors."""
+the two-sample bootstraps, units, reports and input errors."""
 
 import pickle
 import warnings
@@ -228,17 +228,49 @@ def test_value_bootstrap_agrees_with_the_influence_interval():
     assert copy.estimate(_first_feature_rule).value == influence.value
 
 
-def test_learner_bootstrap_refits_the_whole_learner(data):
-    args, kw = _arrays(data)
-    learner = TargetPolicyLearner(TargetPolicyValue(cv=2), policy="tree", depth=1,
-                                  random_state=0).fit(*args, **kw)
-    boot = _quiet(learner.estimate, inference="bootstrap", n_boot=8)
-    assert boot.value == learner.value_.value and boot.replicates.size == 8
+class _Lookup:
+    """A policy given as a table: each row of ``X`` takes the probabilities stored for it."""
+
+    def __init__(self, X, P):
+        rows = np.asarray(X, dtype=float)
+        self.table = {row.tobytes(): p for row, p in zip(rows, P, strict=True)}
+
+    def __call__(self, X):
+        return np.array([self.table[row.tobytes()] for row in np.asarray(X, dtype=float)])
+
+
+@pytest.mark.parametrize("trim", [False, True])
+def test_learner_bootstrap_refits_the_value_with_the_fold_policies_fixed(trim):
+    """The learner's default interval: each replicate is the value estimator refitted on the
+    resample, evaluating the held-out assignment (fold policies fixed). Checked against the
+    value estimator's own pipeline bootstrap of that assignment written as a policy of X."""
+    d = dgps.simulate("learning", np.random.default_rng(3), n_source=400, n_target=400,
+                      shift=dgps.LEARNING_SHIFTS["strong"])
+    args, kw = _arrays(d)
+    value = TargetPolicyValue(cv=2, on_poor_overlap="trim" if trim else "warn")
+    learner = _quiet(TargetPolicyLearner(value, policy="tree", depth=2, random_state=0).fit,
+                     *args, **kw)
+    fitted = learner.value_estimator_
+    assert (fitted.n_trimmed_target_ > 0) == trim
+    assert learner.held_out_.shape == (800, 2)
+    if trim:   # rows trimmed before learning take the mean of the fold policies
+        dropped = np.setdiff1d(np.arange(800), fitted.score_units_)
+        X = np.vstack([d["X_source"], d["X_target"]])[dropped]
+        expected = np.mean([learner._deploy(m, X) for m in learner.fold_models_], axis=0)
+        np.testing.assert_array_equal(learner.held_out_[dropped], expected)
+    seed = np.random.SeedSequence(7)
+    boot = _quiet(learner.estimate, n_boot=8, random_state=seed)
+    assert boot.value == learner.value_.value and boot.ci_method == "normal"
     assert np.unique(boot.replicates).size == 8 and boot.std_error > 0
-    twin = TargetPolicyLearner(TargetPolicyValue(cv=2), policy="tree", depth=1,
-                               random_state=0).fit(*args, **kw)
-    np.testing.assert_array_equal(_quiet(twin.estimate, inference="bootstrap",
-                                         n_boot=8).replicates, boot.replicates)
+    lookup = _Lookup(np.vstack([d["X_source"], d["X_target"]]), learner.held_out_)
+    reference = _quiet(fitted.estimate, lookup, inference="bootstrap", n_boot=8,
+                       random_state=seed)
+    assert reference.value == pytest.approx(learner.value_.value, rel=1e-12)
+    np.testing.assert_allclose(boot.replicates, reference.replicates, rtol=1e-12)
+    twin = _quiet(TargetPolicyLearner(value, policy="tree", depth=2, random_state=0).fit,
+                  *args, **kw)
+    np.testing.assert_array_equal(_quiet(twin.estimate, n_boot=8).replicates,
+                                  _quiet(learner.estimate, n_boot=8).replicates)
 
 
 # ------------------------------------------------------------------- units and rank

@@ -9,7 +9,8 @@ regret of learned policies. ``versus_econml``: target regret and run time of
 the overlap checks, the default estimate and the trimmed estimate across the overlap grid of
 :data:`causalkit.policy.dgps.OVERLAP_GRID`. ``objective_choice``: target regret of the learner
 with the target, source and automatically chosen objective. ``learner_bootstrap``: coverage of
-the learned policy's true target value by the two-sample pipeline bootstrap of the learner.
+the learned policy's true target value by the learner's two-sample bootstrap and influence
+intervals.
 
 Every scenario is one :func:`causalkit.simulation.run_study` call writing its own resumable CSV
 (``<out stem>-<scenario>.csv``); the returned table is :func:`causalkit.simulation.summarize`
@@ -153,7 +154,8 @@ def _learner(data, *, make, design, shift):
 
 def _bootstrapped_learner(data, *, policy, n_boot, shift):
     """True target value of the learned policy (``estimate``, so ``bias = -regret``) and whether
-    the learner's pipeline-bootstrap and influence intervals for its held-out value hold it."""
+    the learner's bootstrap (normal, the default, and percentile) and influence intervals for
+    its held-out value hold it."""
     with _quietly():
         learner = TargetPolicyLearner(TargetPolicyValue(cv=2), policy=policy, depth=2,
                                       random_state=data["seed"]).fit(
@@ -161,10 +163,13 @@ def _bootstrapped_learner(data, *, policy, n_boot, shift):
         boot = learner.estimate(inference="bootstrap", n_boot=n_boot, progress=False)
     value, regret = _true_policy_value(learner, "learning", shift, data["truth"])
     lo, hi = boot.conf_int()
+    percentile_lo, percentile_hi = boot.conf_int(method="percentile")
     influence_lo, influence_hi = learner.value_.conf_int()
     return {"estimate": value, "regret": regret, "boot_value": boot.value,
             "boot_se": boot.std_error, "boot_ci_length": hi - lo,
+            "influence_se": learner.value_.std_error,
             "covers_true_value": float(lo <= value <= hi),
+            "percentile_covers_true_value": float(percentile_lo <= value <= percentile_hi),
             "influence_covers_true_value": float(influence_lo <= value <= influence_hi)}
 
 
@@ -393,14 +398,17 @@ def objective_choice(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=N
 def learner_bootstrap(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=None,
                       quick=False):
     """Coverage of the learned policy's true target value by the learner's two-sample
-    pipeline bootstrap (``estimate(inference="bootstrap")``), under strong shift.
+    bootstrap (``estimate(inference="bootstrap")``, the default: the value estimator refitted
+    on each resample, the fold policies held fixed), under strong shift.
 
     On the ``learning`` design a depth-2 tree is learned (target objective, default nuisance
     models, 2-fold cross-fitting); ``mean_covers_true_value`` is the share of replications whose
-    percentile interval (200 resamples) holds the learned policy's true target value (Monte
-    Carlo over the known outcome model, 200,000 draws), ``mean_influence_covers_true_value``
-    the same for the held-out influence-function interval of ``value_``. Full size: 200
-    replications, n_S = n_T = 1000; ``quick``: 4 replications, n = 300, 20 resamples.
+    bootstrap interval (normal with the bootstrap SE, 200 resamples) holds the learned policy's
+    true target value (Monte Carlo over the known outcome model, 200,000 draws),
+    ``mean_percentile_covers_true_value`` the same for the percentile interval of those
+    resamples and ``mean_influence_covers_true_value`` for the held-out influence-function
+    interval of ``value_``. Full size: 200 replications, n_S = n_T = 1000; ``quick``: 4
+    replications, n = 300, 20 resamples.
     """
     n, n_boot = (300, 20) if quick else (1000, 200)
     reps = reps or (4 if quick else 200)
