@@ -1,8 +1,9 @@
-"""Two-sample pipeline bootstrap of the learner's held-out value under strong shift.
+"""Two-sample bootstrap of the learner's held-out value under strong shift.
 
 The bootstrap resamples source rows within arms and target rows within the target
-(``TwoSampleData.strata``) and refits the whole learner; its percentile interval is checked
-against the true target value of the learned policy (Monte Carlo over the known outcome model).
+(``TwoSampleData.strata``) and refits the value estimator, the fold policies held fixed; its
+interval (normal, with the bootstrap SE) is checked against the true target value of the
+learned policy (Monte Carlo over the known outcome model).
 """
 
 import warnings

@@ -58,7 +58,11 @@ Both intervals are centred on ``value_``, which estimates the mean value of the 
 (against that mean the bootstrap covered 0.980, 0.960 and 0.965 under no, moderate and strong
 shift). The final policy, learned on every row, is better than the fold policies by 0.016,
 0.019 and 0.026 on average (SD 0.020, 0.028 and 0.065), a gap no interval around ``value_``
-contains; relative to the SE it is largest under moderate shift. A finer held-out split
+contains; relative to the SE it is largest under moderate shift. In the study
+``causalkit simulate policy-bootstrap`` (strong shift, 200 replications on its own seeds, 200
+resamples; ``simulations/results/policy-bootstrap``) the default interval covered the learned
+policy's true value in 0.955 of replications, the percentile interval in 0.94 and the
+influence interval in 0.91. A finer held-out split
 shrinks the gap but leaves the influence SE as short
 (``simulations/policy_learner_cv_check.py``, ``cv`` = 2, 5 and 10: influence coverage 0.905,
 0.923 and 0.905). Refitting the value estimator 200 times costs about 16 s at
