@@ -221,7 +221,9 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
 
     Class attributes: ``_default_inference`` (``"influence"`` or ``"bootstrap"``),
     ``_inferences`` (the kinds it supports), ``_bootstrap_ci`` (the interval the bootstrap
-    reports: ``"percentile"`` or ``"normal"``), ``_label`` (shown in summaries), ``_estimand``.
+    reports: ``"percentile"`` or ``"normal"``), ``_tests_null`` (``False`` where a null of 0 means
+    nothing, as for a policy value: results then carry no z or p-value), ``_label`` (shown in
+    summaries), ``_estimand``.
     ``_replicate(target)`` returns the bootstrap's ``fit_fn`` (default: refit a clone of the
     whole estimator).
     """
@@ -229,6 +231,7 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     _default_inference = "influence"
     _inferences = INFERENCE
     _bootstrap_ci = "percentile"
+    _tests_null = True
     _label = "Estimator"
     _estimand = "ATE"
 
@@ -303,6 +306,8 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
         out.alpha = alpha
         if name is not None:
             out.name = name
+        if not self._tests_null:
+            out.null_value = None
         return out
 
     def estimate(self, inference=None, *, alpha=0.05, n_boot=200, n_jobs=1, random_state=None,

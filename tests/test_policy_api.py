@@ -261,6 +261,9 @@ def test_learner_bootstrap_refits_the_value_with_the_fold_policies_fixed(trim):
     seed = np.random.SeedSequence(7)
     boot = _quiet(learner.estimate, n_boot=8, random_state=seed)
     assert boot.value == learner.value_.value and boot.ci_method == "normal"
+    # a policy value has no null of 0 to test: no p-value, bootstrap or influence
+    assert boot.null_value is None and learner.value_.null_value is None
+    assert np.isnan(_quiet(learner.estimate, inference="influence").pvalue)
     assert np.unique(boot.replicates).size == 8 and boot.std_error > 0
     lookup = _Lookup(np.vstack([d["X_source"], d["X_target"]]), learner.held_out_)
     reference = _quiet(fitted.estimate, lookup, inference="bootstrap", n_boot=8,

@@ -221,6 +221,7 @@ class TargetPolicyLearner(CausalEstimator):
     _row_order_dependent = True
     _default_inference = "bootstrap"
     _bootstrap_ci = "normal"
+    _tests_null = False
     _label = "Target policy learner"
     _estimand = "learned policy value (held-out)"
 

@@ -351,6 +351,7 @@ class TargetPolicyValue(CausalEstimator):
     _nuisance_slots = {"outcome_model": "regressor", "propensity_model": "classifier",
                        "domain_model": "classifier"}
     _row_order_dependent = True
+    _tests_null = False   # a policy value has no meaningful null of 0: no p-value
     _label = "Target policy value"
     _estimand = "target policy value"
 
@@ -643,7 +644,7 @@ class TargetPolicyValue(CausalEstimator):
             label = f"{label}, SE {_CONDITIONAL_NOTE}"
             details["SE"] = _CONDITIONAL_NOTE
         return Estimate.from_influence(value, phi, name=name or self.estimand_name(),
-                                       method=label, details=details)
+                                       method=label, details=details, null_value=None)
 
     def _details(self):
         out = {"n_source": int(self.weights_.size), "n_target": int(self.mu_target_.shape[0])}
@@ -712,7 +713,6 @@ class TargetPolicyValue(CausalEstimator):
                              name=self.estimand_name())
         if self._check_inference(inference) == "bootstrap":
             out.method = _METHOD_LABELS[method]
-        out.null_value = None   # a policy value has no meaningful null of 0: no p-value
         return out
 
     def __getstate__(self):
