@@ -25,8 +25,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
-from joblib import Parallel, delayed
+from _check import run_cells
 from threadpoolctl import threadpool_limits
 
 from causalkit.policy import TargetPolicyValue, dgps
@@ -82,20 +81,8 @@ def summarise(rows):
 
 
 def main(jobs=2):
-    FOLDER.mkdir(parents=True, exist_ok=True)
-    done = pd.read_csv(ROWS) if ROWS.exists() else pd.DataFrame(columns=["design", "case"])
-    for cell, (design, case) in enumerate(CELLS):
-        if ((done["design"] == design) & (done["case"] == case)).any():
-            continue
-        rows = pd.DataFrame(Parallel(n_jobs=jobs)(delayed(replicate)(cell, r)
-                                                  for r in range(REPS)))
-        done = pd.concat([done, rows], ignore_index=True)
-        done.to_csv(ROWS, index=False, float_format="%.6g")
-        print(summarise(rows).round(3).to_string(index=False), flush=True)
-    table = summarise(done)
-    table.to_csv(OUT, index=False, float_format="%.6g")
-    print(table.round(3).to_string(index=False))
-    print(f"wrote {OUT}")
+    run_cells([{"design": design, "case": case} for design, case in CELLS], replicate,
+              summarise, reps=REPS, rows_path=ROWS, out_path=OUT, jobs=jobs)
 
 
 if __name__ == "__main__":
