@@ -40,9 +40,9 @@ than those learned on the sample. Under strong shift that pipeline bootstrap's S
 0.237 against an error SD of 0.177 (``simulations/policy_bootstrap_variance_check.py``, which
 takes its two refits apart). The influence interval (``inference="influence"``, the SE that
 ``value_`` carries) errs the other way under shift, where the density-ratio weights are large:
-``simulations/policy_learner_bootstrap_check.py`` (the
-``learning`` design, n_S = n_T = 1000, depth-2 tree, 200 data sets per shift that no study
-uses, 100 resamples each; ``simulations/results/policy/policy_learner_bootstrap_check.csv``)
+``simulations/policy_learner_bootstrap_check.py`` (the ``learning`` design, n_S = n_T = 1000,
+depth-2 tree, 200 data sets per shift that no study uses, 100 resamples each;
+``simulations/results/policy/policy_learner_bootstrap_check.csv``)
 gives mean SEs of 0.152 (influence) and 0.177 (bootstrap) against an error SD of 0.176 under
 strong shift, and the coverage of the learned policy's true target value:
 
@@ -62,10 +62,9 @@ contains; relative to the SE it is largest under moderate shift. In the study
 ``causalkit simulate policy-bootstrap`` (strong shift, 200 replications on its own seeds, 200
 resamples; ``simulations/results/policy-bootstrap``) the default interval covered the learned
 policy's true value in 0.955 of replications, the percentile interval in 0.94 and the
-influence interval in 0.91. A finer held-out split
-shrinks the gap but leaves the influence SE as short
-(``simulations/policy_learner_cv_check.py``, ``cv`` = 2, 5 and 10: influence coverage 0.905,
-0.923 and 0.905). Refitting the value estimator 200 times costs about 16 s at
+influence interval in 0.91. A finer held-out split shrinks the gap but leaves the influence SE
+as short (``simulations/policy_learner_cv_check.py``, ``cv`` = 2, 5 and 10: influence coverage
+0.905, 0.923 and 0.905). Refitting the value estimator 200 times costs about 16 s at
 n_S = n_T = 1000 with the default nuisance models (a progress bar shows on a terminal; the
 result is cached).
 """
