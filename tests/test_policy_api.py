@@ -90,9 +90,10 @@ def test_value_plot_returns_the_overlap_figure(data):
 def test_learner_plot_and_reports(data):
     args, kw = _arrays(data)
     learner = TargetPolicyLearner(policy="tree", depth=1, random_state=0).fit(*args, **kw)
-    fig = learner.plot()
+    fig = learner.plot(n_boot=20, progress=False)
     assert isinstance(fig, Figure)
-    assert f"{learner.value_.value:.3g}" in fig.axes[0].get_title()
+    lo, hi = learner.estimate(n_boot=20).conf_int()      # the title shows the default interval
+    assert f"{learner.value_.value:.3g} [{lo:.3g}, {hi:.3g}]" in fig.axes[0].get_title()
     table = learner.to_frame()
     assert table["estimate"].iloc[0] == learner.value_.value
     assert "learned policy value" in learner.summary()

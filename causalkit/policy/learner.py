@@ -425,16 +425,18 @@ class TargetPolicyLearner(CausalEstimator):
         return plot_policy_tree(tree, self._names(feature_names), list(self.arms_), ax=ax,
                                 decimals=decimals)
 
-    def plot(self, ax=None, features=(0, 1)):
+    def plot(self, ax=None, features=(0, 1), **estimate_kwargs):
         """Policy map: the target rows on two covariates (``features``, column indices),
-        coloured by the arm the learned policy assigns, titled with the held-out value.
+        coloured by the arm the learned policy assigns, titled with the held-out value and the
+        interval of :meth:`estimate` (``estimate_kwargs``; by default the bootstrap's).
         Returns the matplotlib Figure."""
         from causalkit.policy.plots import plot_policy_map
 
         check_is_fitted(self, "policy_model_")
-        lo, hi = self.value_.conf_int()
-        title = (f"held-out target value {self.value_.value:.3g} "
-                 f"[{lo:.3g}, {hi:.3g}] ({100 * (1 - self.value_.alpha):g}% CI)")
+        result = self.estimate(**estimate_kwargs)
+        lo, hi = result.conf_int()
+        title = (f"held-out target value {result.value:.3g} "
+                 f"[{lo:.3g}, {hi:.3g}] ({100 * (1 - result.alpha):g}% CI)")
         if self.n_features_in_ == 1:
             features = (0, 0)
         return plot_policy_map(self, self.value_estimator_.X_target_, features=features,
