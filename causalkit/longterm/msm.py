@@ -36,7 +36,12 @@ class SeqMSM(SequentialRegression):
     when the stage regressions are correctly specified), but with heavy weights it is too
     short in finite samples: SE/SD 0.75 and coverage 0.85 (MC SE 0.025) at 40% drop-out per
     stage, n = 1000, 200 replications of the linear design (seeds 900000-900199). Other
-    outcome models get the bootstrap only (see :class:`SequentialRegression`).
+    outcome models get the bootstrap only (see :class:`SequentialRegression`). In the study
+    ``causalkit simulate longterm-linear`` (``simulations/results/longterm-linear``) the default
+    percentile bootstrap (100 resamples) covered 0.92, 0.93, 0.94 and 0.93 at 10, 20, 30 and
+    40% drop-out per stage (100 replications each, Monte Carlo SE about 0.022), the sandwich
+    0.9475, 0.945, 0.9375 and 0.8925 (400 replications): the sandwich is the better interval at
+    light drop-out and fails at heavy drop-out, where the bootstrap holds.
 
     Parameters
     ----------
