@@ -7,7 +7,8 @@
   also the bootstrap interval (100 resamples) of SeqMSM, its default, on a quarter of the
   replications;
 * ``ihdp``: the 747 IHDP children (25 covariates, real treatment), the same outcome chain and
-  drop-out at 15% and 30% per stage, 200 replications; truth = mean tau(X_i);
+  drop-out at 15% and 30% per stage, 200 replications; truth = mean tau(X_i); SeqMSM's
+  default bootstrap interval on half of the replications;
 * ``jobs``: NSW (445 units) plus the 812 CPS controls on the common support (8 covariates,
   observational), the same chain at 20% and 35% per stage, 200 replications;
 * ``weights``: which inverse weights by default -- maximum-likelihood logistic fitted in
@@ -149,8 +150,8 @@ def weight_estimators(seed: int = 0, with_pehe: bool = False) -> dict:
     return {name: partial(_run, make, with_pehe=with_pehe) for name, make in factories.items()}
 
 
-#: Estimators whose bootstrap intervals the linear study checks (on a quarter of the
-#: replications): those whose default inference is the bootstrap.
+#: Estimators whose bootstrap intervals the linear and IHDP studies check (on a quarter and
+#: half of the replications): those whose default inference is the bootstrap.
 BOOTSTRAPPED = ("SeqMSM",)
 
 
@@ -284,6 +285,9 @@ def ihdp(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=None, out=Non
         dgp = partial(_fixed, design=design, X=X, treatment=A)
         settings.append((f"dropout{int(100 * rate)}", dgp,
                          linear_estimators(with_pehe=True, seed=seed), reps))
+        settings.append((f"dropout{int(100 * rate)}_bootstrap", dgp,
+                         bootstrap_estimators(seed=seed, names=BOOTSTRAPPED),
+                         2 if quick else max(2, reps // 2)))
     return _study(settings, reps, seed, n_jobs, backend, scheduler, out)
 
 
