@@ -1,23 +1,25 @@
 """Speed of target-population policy evaluation and learning (n_S = n_T = 50,000, p = 10).
 
 Prints: TargetPolicyValue.fit + 100 policy evaluations (target < 20 s), the linear
-TargetPolicyLearner fit (target < 30 s), the exact depth-2 tree learner and the exact tree search
-alone on its stacked score matrix (and the nuisance part of the tree learner: its value fit), and
-econml DRPolicyTree fit time on the same source data with
-the same nuisance models (least squares outcome, logistic propensity, 2 folds, depth 2), with the
-ratios. Pass ``--n`` for another size.
+TargetPolicyLearner fit (target < 30 s), and, over ``--repeats`` interleaved runs (median, and
+the range of the per-run ratios), the exact depth-2 tree learner, its value fit alone, the exact
+tree search alone on its stacked score matrix, and econml's DRPolicyTree fit on the same source
+data with the same nuisance models (least squares outcome, logistic propensity, 2 folds, depth
+2). Pass ``--n`` for another size.
 
 The tree ratio compares different work. econml's DRPolicyTree grows a greedy CART-like tree: the
 root split is fixed by a criterion over one pass per feature, then each child is split once. The
-tree learner here runs the exact global search over all depth-2 trees (every root split, both
-children's best splits on every feature: :math:`2p^2n` segment-tree insertions against about
-:math:`pn` sorted scans), and runs it three times: once on each of the ``cv=2`` held-out folds
-(for the honest held-out ``value_``) and once on all rows; the stacked score matrix has
-:math:`n_S + n_T` rows. The learner's default searches the root features in one thread per core
-(``n_jobs=-1``); econml's tree has no such option, so the one-thread learner and search are
-printed too. The compiled kernel's load time (from numba's on-disk cache, or its compilation on
-a first run) is printed separately.
+tree learner here finds the global optimum over all depth-2 trees (every root split, both
+children's best splits on every feature; branch and bound, :mod:`causalkit.policy.trees`, leaves
+the printed share of the :math:`2p^2n` segment-tree insertions of the search without bounds),
+and runs it three times: once on each of the ``cv=2`` held-out folds (for the honest held-out
+``value_``) and once on all rows; the stacked score matrix has :math:`n_S + n_T` rows, and the
+value fit also fits the domain model of the target. The learner's default searches the root
+features in one thread per core (``n_jobs=-1``); econml's tree has no such option, so the
+one-thread learner and search are printed too. The compiled kernel's load time (from numba's
+on-disk cache, or its compilation on a first run) is printed separately.
 """
+
 
 from __future__ import annotations
 
@@ -27,11 +29,20 @@ import time
 import warnings
 
 import numpy as np
+from econml.policy import DRPolicyTree
+from joblib import Parallel
 from scipy.special import expit
+from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
 from causalkit.policy import TargetPolicyLearner, TargetPolicyValue
-from causalkit.policy.trees import fit_policy_tree
+from causalkit.policy.trees import (
+    _prune,
+    _prune_tolerance,
+    _sort_orders,
+    _value_groups,
+    fit_policy_tree,
+)
 
 
 def make_data(n, p=10, seed=0):
@@ -49,6 +60,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=50_000)
     parser.add_argument("--policies", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     Xs, a, y, Xt = make_data(args.n)
     p = Xs.shape[1]
@@ -73,34 +85,37 @@ def main(argv=None):
     tree_value = TargetPolicyValue(outcome_model=LinearRegression(),
                                    propensity_model=LogisticRegression(max_iter=1000), cv=2,
                                    random_state=0)
-    start = time.perf_counter()
-    tree_value.fit(Xs, y, a, X_target=Xt)
-    nuisance_s = time.perf_counter() - start
-    start = time.perf_counter()
-    tree_learner = TargetPolicyLearner(tree_value, policy="tree", depth=2,
-                                       random_state=0).fit(Xs, y, a, X_target=Xt)
-    tree_s = time.perf_counter() - start
-    start = time.perf_counter()
-    TargetPolicyLearner(tree_value, policy="tree", depth=2, n_jobs=1,
-                        random_state=0).fit(Xs, y, a, X_target=Xt)
-    tree_one_s = time.perf_counter() - start
-    X_stacked, gamma, _ = tree_learner.value_estimator_.score_matrix()
-    start = time.perf_counter()
-    fit_policy_tree(X_stacked, gamma, depth=2, n_jobs=1)
-    search_s = time.perf_counter() - start
-    start = time.perf_counter()
-    fit_policy_tree(X_stacked, gamma, depth=2, n_jobs=-1)
-    search_all_s = time.perf_counter() - start
+    X_stacked, gamma, _ = clone(tree_value).fit(Xs, y, a, X_target=Xt).score_matrix()
 
-    from econml.policy import DRPolicyTree
+    def econml_fit():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            DRPolicyTree(model_regression=LinearRegression(),
+                         model_propensity=LogisticRegression(max_iter=1000), cv=2, max_depth=2,
+                         random_state=0).fit(y, a, X=Xs)
 
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        DRPolicyTree(model_regression=LinearRegression(),
-                     model_propensity=LogisticRegression(max_iter=1000), cv=2, max_depth=2,
-                     random_state=0).fit(y, a, X=Xs)
-    econml_s = time.perf_counter() - start
+    def learner_fit(n_jobs):
+        TargetPolicyLearner(tree_value, policy="tree", depth=2, n_jobs=n_jobs,
+                            random_state=0).fit(Xs, y, a, X_target=Xt)
+
+    runs = {
+        "econml": econml_fit,
+        "learner": lambda: learner_fit(-1),
+        "learner_one": lambda: learner_fit(1),
+        "value": lambda: clone(tree_value).fit(Xs, y, a, X_target=Xt),
+        "search": lambda: fit_policy_tree(X_stacked, gamma, depth=2, n_jobs=1),
+    }
+    seconds = {name: [] for name in runs}
+    for _ in range(args.repeats):  # interleaved, so that drifts in machine speed hit all alike
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            seconds[name].append(time.perf_counter() - start)
+    seconds = {name: np.array(s) for name, s in seconds.items()}
+
+    def ratio(name):
+        r = seconds[name] / seconds["econml"]
+        return f"{np.median(r):8.2f}  (range {r.min():.2f}-{r.max():.2f})"
 
     total = fit_s + eval_s
     print(f"n_S = n_T = {args.n}, p = {p}")
@@ -109,21 +124,37 @@ def main(argv=None):
           f"({1000 * eval_s / args.policies:.1f} ms each)")
     print(f"fit + evaluations:                            {total:8.2f} s  (target < 20 s)")
     print(f"TargetPolicyLearner(policy='linear').fit:     {learner_s:8.2f} s  (target < 30 s)")
-    print(f"econml DRPolicyTree(max_depth=2).fit:         {econml_s:8.2f} s")
     print(f"tree search kernel load (numba cache):        {kernel_s:8.2f} s")
-    print(f"TargetPolicyLearner(policy='tree').fit:       {tree_s:8.2f} s  (cv=2, 3 searches, "
-          f"n_jobs=-1: {os.cpu_count()} cores)")
-    print(f"  the same with n_jobs=1:                     {tree_one_s:8.2f} s")
-    print(f"  of which nuisances (value fit, cv=2):       {nuisance_s:8.2f} s")
-    print(f"exact depth-2 search on {X_stacked.shape[0]} stacked rows:   {search_s:8.2f} s  "
-          f"(1 thread; {search_all_s:.2f} s with n_jobs=-1)")
-    print(f"ratio value fit / econml fit:                 {fit_s / econml_s:8.2f}")
-    print(f"ratio tree learner / econml fit:              {tree_s / econml_s:8.2f}  (target <= 2)")
-    print(f"  with n_jobs=1:                              {tree_one_s / econml_s:8.2f}")
-    print(f"ratio one exact search / econml fit:          {search_s / econml_s:8.2f}  (1 thread)")
-    print("  (exact global depth-2 search, 2 p^2 n insertions, vs econml's greedy tree, about")
-    print("   p n sorted scans; the learner runs the search 3 times: 2 held-out folds + all rows)")
-    print(f"ratio linear learner / econml fit:            {learner_s / econml_s:8.2f}")
+    left = 100 * insertions_left(X_stacked, gamma)
+    print(f"insertions left by the bounds:                {left:8.2f} %  (of the search without "
+          f"bounds)")
+    print(f"median of {args.repeats} interleaved runs:")
+    print(f"econml DRPolicyTree(max_depth=2).fit:         {np.median(seconds['econml']):8.2f} s")
+    print(f"TargetPolicyLearner(policy='tree').fit:       {np.median(seconds['learner']):8.2f} s"
+          f"  (cv=2, 3 searches, n_jobs=-1: {os.cpu_count()} cores)")
+    print(f"  the same with n_jobs=1:                     "
+          f"{np.median(seconds['learner_one']):8.2f} s")
+    print(f"  its value fit alone (cv=2):                 {np.median(seconds['value']):8.2f} s")
+    print(f"exact depth-2 search on {X_stacked.shape[0]} stacked rows:   "
+          f"{np.median(seconds['search']):8.2f} s  (1 thread)")
+    print(f"ratio tree learner / econml fit:              {ratio('learner')}  (target <= 2)")
+    print(f"  with n_jobs=1:                              {ratio('learner_one')}")
+    print(f"  its value fit alone / econml fit:           {ratio('value')}")
+    print(f"ratio one exact search / econml fit:          {ratio('search')}  (1 thread)")
+    print("  (the learner runs the exact search 3 times: 2 held-out folds + all rows; econml's")
+    print("   greedy tree runs once)")
+    print(f"ratio linear learner / econml fit:            "
+          f"{learner_s / np.median(seconds['econml']):8.2f}")
+
+
+def insertions_left(X, gamma, min_leaf=5):
+    """Share of the search's segment-tree insertions (2 p^2 n without bounds) that the bounds
+    leave: the needed (root bin, side, child feature) cells, each holding about n / bins rows."""
+    shifted = gamma - gamma.max(axis=1, keepdims=True)
+    _, start, _ = _value_groups(X, _sort_orders(X))
+    _, _, need = _prune(start, shifted, min_leaf, _prune_tolerance(shifted),
+                        Parallel(n_jobs=1))
+    return float(np.mean(need))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,17 @@
 import numpy as np
 import pytest
 
-from causalkit.policy.trees import _best_depth2, fit_policy_tree, predict_tree
+from causalkit.policy._tree_bounds import LB_LEFT, LB_RIGHT, UB_LEFT, UB_RIGHT, bin_bounds
+from causalkit.policy.trees import (
+    _best_depth2,
+    _best_root_split,
+    _prune,
+    _prune_tolerance,
+    _sort_orders,
+    _value_groups,
+    fit_policy_tree,
+    predict_tree,
+)
 
 
 def _best_stump_reference(x_rows, g_rows, min_leaf):
@@ -63,7 +73,7 @@ def test_root_split_totals_respect_min_leaf(n_arms, min_leaf, seed):
     gamma = _spiky_rewards(X, n_arms, rng)
     reference = _root_split_reference(X, gamma, min_leaf)
     assert reference < _root_split_reference(X, gamma, 1)  # the leaf size constraint binds
-    _, _, total = _best_depth2(X, gamma, min_leaf)
+    _, _, total = _best_depth2(X, gamma, _sort_orders(X), min_leaf)
     assert total == pytest.approx(reference, abs=1e-10)
 
 
@@ -112,3 +122,72 @@ def test_threaded_search_returns_the_single_thread_tree_and_breaks_ties_by_featu
     assert one["feature"] == 0
     for n_jobs in (2, -1):
         assert fit_policy_tree(X, gamma, depth=2, n_jobs=n_jobs) == (one, value)
+
+
+@pytest.mark.parametrize("n_arms, min_leaf, decimals, seed", [(2, 5, None, 7), (3, 3, 1, 8)])
+def test_bin_bounds_enclose_every_child_split(n_arms, min_leaf, decimals, seed):
+    # for every root split point and child feature, the best child split on the shifted
+    # rewards lies between the lower and upper bound of the root split's bin
+    rng = np.random.default_rng(seed)
+    n, p, n_bins = 160, 3, 8
+    X = rng.normal(size=(n, p))
+    if decimals is not None:
+        X = np.round(X, decimals)
+    gamma = rng.normal(size=(n, n_arms))
+    gamma[:, 1] += 2 * np.sign(X[:, 0]) * (X[:, 1] > 0)
+    shifted = gamma - gamma.max(axis=1, keepdims=True)
+    orders = _sort_orders(X)
+    _, start, _ = _value_groups(X, orders)
+    bins = (start * n_bins // n).astype(np.uint16)
+    checked = 0
+    for j in range(p):
+        bounds = bin_bounds(bins[j], bins, shifted, n_bins, min_leaf, np.ones(p, bool),
+                            np.ones(n_bins, bool))
+        xs = X[orders[j], j]
+        for i in np.flatnonzero(xs[:-1] < xs[1:]):
+            g = bins[j, orders[j][i]]
+            left, right = orders[j][:i + 1], orders[j][i + 1:]
+            for ell in range(p):
+                v_left = _best_stump_reference(X[left][:, [ell]], shifted[left], min_leaf)
+                v_right = _best_stump_reference(X[right][:, [ell]], shifted[right], min_leaf)
+                assert bounds[LB_LEFT, ell, g] - 1e-9 <= v_left <= bounds[UB_LEFT, ell, g] + 1e-9
+                assert bounds[LB_RIGHT, ell, g] - 1e-9 <= v_right <= bounds[UB_RIGHT, ell, g] + 1e-9
+                checked += 1
+    assert checked > 300
+
+
+def _search_without_bounds(X, gamma, min_leaf):
+    """The exact search with every root bin alive and every child feature needed."""
+    n, p = X.shape
+    orders = _sort_orders(X)
+    pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(gamma.shape[1], 1))
+    group, _, n_groups = _value_groups(X, orders)
+    best = None
+    for j in range(p):
+        split = _best_root_split(j, X, gamma, orders[j], group, n_groups, min_leaf, pa, pb,
+                                 np.zeros(n, dtype=np.uint16), np.ones(1, bool),
+                                 np.ones((2, p, 1), bool))
+        if split is not None and (best is None or split[2] > best[2] + 1e-12 * abs(best[2])):
+            best = split
+    return best
+
+
+@pytest.mark.parametrize("signal, seed", [(2.0, 9), (0.0, 10)])
+def test_bounds_skip_work_and_keep_the_search_exact(signal, seed):
+    # a clear best tree lets the bounds rule out most root bins and child features; with or
+    # without one, the split is the one of the search without bounds
+    rng = np.random.default_rng(seed)
+    n, p = 4000, 5
+    X = rng.normal(size=(n, p))
+    gamma = rng.normal(size=(n, 2))
+    gamma[:, 1] += signal * np.sign(X[:, 0]) * np.sign(X[:, 1] - 0.3)
+    orders = _sort_orders(X)
+    root = _best_depth2(X, gamma, orders, 5)
+    assert root == _search_without_bounds(X, gamma, 5)
+    _, start, _ = _value_groups(X, orders)
+    shifted = gamma - gamma.max(axis=1, keepdims=True)
+    _, alive, need = _prune(start, shifted, 5, _prune_tolerance(shifted),
+                            lambda tasks: [f(*a, **k) for f, a, k in tasks])
+    if signal:
+        assert np.mean([nd.mean() for nd in need]) < 0.05
+        assert sum(a.any() for a in alive) <= 2

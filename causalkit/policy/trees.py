@@ -26,21 +26,33 @@ that adding a row costs :math:`O(K^2\\log n)`. The root of the segment tree give
 split in :math:`O(K^2)` unless an extreme lies within ``min_samples_leaf`` rows of either end;
 then an exact range query over the allowed split points, in :math:`O(K^2\\log n)`, is run
 unless the unrestricted extreme (an upper bound) cannot beat the best child split already found
-on another feature. The search is :math:`O(p^2 K^2 n\\log n)` time (:math:`2p^2 n` row
-insertions: every root feature, every child feature, both children) and :math:`O(np + nK^2)`
-memory for any number of arms; one compiled call per root feature runs the scans of all child
-features (compiled with numba when it is installed, cached on disk so that a new process loads
-rather than recompiles it; the same code runs interpreted, much slower, without numba), and the
-root features are independent, so ``n_jobs`` threads search them side by side. Unlike a
-greedy CART-like tree, which fixes the root split by an impurity criterion and then splits each
-child once, this is the global optimum over all depth-2 trees: its work grows as
-:math:`p^2 n\\log n` where a greedy fit's grows as :math:`p\\,n\\log n`.
+on another feature. Without bounds the search makes :math:`2p^2 n` row insertions (every root
+feature, every child feature, both children): :math:`O(p^2 K^2 n\\log n)` time.
+
+Branch and bound (:mod:`causalkit.policy._tree_bounds`) cuts that work without changing the
+result: two rounds of per-bin histograms (``_COARSE_BINS``, then ``_FINE_BINS`` bins per
+feature, :math:`O(p^2 n)`) bound every child of every root bin from above and below, and the
+segment-tree scan then runs only over the root bins whose upper bound reaches a tree already
+attained, and for each child only over the child features whose upper bound reaches another
+feature's lower bound there. Rows far from the next needed split point only update their group's
+record; the tree is rebuilt before the next query. How much is left depends on the data: on the
+benchmark design (``benchmarks/policy.py``, which prints the share of insertions left; two
+features carry the effect) nearly all of it falls, and the worst case is the search without
+bounds plus the histograms. Memory is :math:`O(np + nK^2)` plus one fine histogram per thread.
+One compiled call per root feature runs the scans of its child features (compiled with numba
+when it is installed, cached on disk so that a new process loads rather than recompiles it; the
+same code runs interpreted, much slower, without numba), and the root features are independent,
+so ``n_jobs`` threads search them side by side. Unlike a greedy CART-like tree, which fixes the
+root split by an impurity criterion and then splits each child once, this is the global optimum
+over all depth-2 trees.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from joblib import Parallel, delayed
+
+from causalkit.policy._tree_bounds import attained_total, bin_bounds, needed
 
 try:
     from numba import njit
@@ -55,28 +67,53 @@ def _rel_better(a, b):
     return a > b + 1e-12 * max(1.0, abs(b))
 
 
-def _best_stump(X, gamma, min_leaf):
-    """Best depth-1 tree (or leaf) on all rows of ``X``; returns (node, total reward)."""
-    n = X.shape[0]
-    total = gamma.sum(axis=0)
+@njit(cache=True, error_model="numpy")
+def _stump_scan(x, gamma, order, total, min_leaf):
+    """Best split of the rows ``order`` (sorted by ``x``) whose arm totals are ``total``:
+    (last left position or -1, total reward, left arm, right arm); the first best is kept."""
+    n, K = order.size, gamma.shape[1]
+    cum = np.zeros(K)
+    best, best_t, best_a, best_b = -np.inf, -1, 0, 0
+    for t in range(n - 1):
+        r = order[t]
+        for k in range(K):
+            cum[k] += gamma[r, k]
+        if x[r] < x[order[t + 1]] and t + 1 >= min_leaf and n - t - 1 >= min_leaf:
+            a, b = 0, 0
+            for k in range(1, K):
+                if cum[k] > cum[a]:
+                    a = k
+                if total[k] - cum[k] > total[b] - cum[b]:
+                    b = k
+            value = cum[a] + (total[b] - cum[b])
+            if value > best:
+                best, best_t, best_a, best_b = value, t, a, b
+    return best_t, best, best_a, best_b
+
+
+def _best_stump(X, gamma, rows, orders, min_leaf):
+    """Best depth-1 tree (or leaf) on the rows ``rows`` of ``X``, given the same rows sorted by
+    each feature (``orders``, one row per feature); returns (node, total reward)."""
+    total = gamma[rows].sum(axis=0)
     best_val, best = float(total.max()), {"action": int(np.argmax(total))}
-    count = np.arange(1, n)
     for j in range(X.shape[1]):
-        o = np.argsort(X[:, j], kind="stable")
-        xs = X[o, j]
-        cum = np.cumsum(gamma[o], axis=0)[:-1]
-        right = total - cum
-        val = cum.max(axis=1) + right.max(axis=1)
-        val[~((xs[:-1] < xs[1:]) & (count >= min_leaf) & (n - count >= min_leaf))] = -np.inf
-        if val.size == 0:
-            continue
-        t = int(np.argmax(val))
-        if _rel_better(val[t], best_val):
-            best_val = float(val[t])
-            best = {"feature": j, "threshold": float(0.5 * (xs[t] + xs[t + 1])),
-                    "left": {"action": int(np.argmax(cum[t]))},
-                    "right": {"action": int(np.argmax(right[t]))}}
+        t, value, a, b = _stump_scan(X[:, j], gamma, orders[j], total, min_leaf)
+        if t >= 0 and _rel_better(value, best_val):
+            best_val = float(value)
+            best = {"feature": j,
+                    "threshold": float(0.5 * (X[orders[j][t], j] + X[orders[j][t + 1], j])),
+                    "left": {"action": int(a)}, "right": {"action": int(b)}}
     return best, best_val
+
+
+def _sort_orders(X):
+    """Rows sorted by each column, ties in row order: (p, n)."""
+    orders = np.empty(X.shape[::-1], dtype=np.int64)
+    for j in range(X.shape[1]):
+        o = np.argsort(X[:, j], kind="quicksort")
+        xs = X[o, j]
+        orders[j] = o if not np.any(xs[1:] == xs[:-1]) else np.argsort(X[:, j], kind="stable")
+    return orders
 
 
 #: Distinct values per leaf block of the segment tree (a speed constant: blocks are scanned
@@ -98,21 +135,24 @@ _LINE = 8
 
 
 @njit(cache=True, error_model="numpy")
-def _insert(group, g, gs, T, size, pa, pb):
-    """Add a row with rewards ``g`` to ``group``, rescan its block and refresh the path to the
-    root."""
+def _add(group, g, gs, pa, pb):
+    """Add a row with rewards ``g`` to the record of ``group``."""
     gs[group, 0] += 1.0
     for q in range(pa.size):
         gs[group, 1 + q] += g[pa[q]] - g[pb[q]]
-    blk = group // _BLOCK
+
+
+@njit(cache=True, error_model="numpy")
+def _scan_block(blk, gs, T, size, P):
+    """Recompute the leaf record of block ``blk`` from its groups."""
     leaf = size + blk
     T[leaf, :] = 0.0
-    for q in range(pa.size):
+    for q in range(P):
         T[leaf, 2 + 5 * q] = -np.inf
         T[leaf, 4 + 5 * q] = np.inf
     for h in range(blk * _BLOCK, (blk + 1) * _BLOCK):
         T[leaf, 0] += gs[h, 0]
-        for q in range(pa.size):
+        for q in range(P):
             c = 1 + 5 * q
             d = T[leaf, c] + gs[h, 1 + q]
             T[leaf, c] = d
@@ -120,25 +160,50 @@ def _insert(group, g, gs, T, size, pa, pb):
                 T[leaf, c + 1], T[leaf, c + 2] = d, T[leaf, 0]
             if d < T[leaf, c + 3]:
                 T[leaf, c + 3], T[leaf, c + 4] = d, T[leaf, 0]
-    node = leaf >> 1
+
+
+@njit(cache=True, error_model="numpy")
+def _merge(node, T, P):
+    """Recompute the record of internal ``node`` from its two children."""
+    L, R = 2 * node, 2 * node + 1
+    T[node, 0] = T[L, 0] + T[R, 0]
+    for q in range(P):
+        c = 1 + 5 * q
+        dl = T[L, c]
+        T[node, c] = dl + T[R, c]
+        lv, rv = T[L, c + 1], dl + T[R, c + 1]
+        lr, rr = T[L, c + 2], T[L, 0] + T[R, c + 2]
+        keep = lv >= rv
+        T[node, c + 1] = lv if keep else rv
+        T[node, c + 2] = lr if keep else rr
+        lv, rv = T[L, c + 3], dl + T[R, c + 3]
+        lr, rr = T[L, c + 4], T[L, 0] + T[R, c + 4]
+        keep = lv <= rv
+        T[node, c + 3] = lv if keep else rv
+        T[node, c + 4] = lr if keep else rr
+
+
+@njit(cache=True, error_model="numpy")
+def _insert(group, g, gs, T, size, pa, pb):
+    """Add a row with rewards ``g`` to ``group``, rescan its block and refresh the path to the
+    root."""
+    _add(group, g, gs, pa, pb)
+    blk = group // _BLOCK
+    _scan_block(blk, gs, T, size, pa.size)
+    node = (size + blk) >> 1
     while node >= 1:
-        L, R = 2 * node, 2 * node + 1
-        T[node, 0] = T[L, 0] + T[R, 0]
-        for q in range(pa.size):
-            c = 1 + 5 * q
-            dl = T[L, c]
-            T[node, c] = dl + T[R, c]
-            lv, rv = T[L, c + 1], dl + T[R, c + 1]
-            lr, rr = T[L, c + 2], T[L, 0] + T[R, c + 2]
-            keep = lv >= rv
-            T[node, c + 1] = lv if keep else rv
-            T[node, c + 2] = lr if keep else rr
-            lv, rv = T[L, c + 3], dl + T[R, c + 3]
-            lr, rr = T[L, c + 4], T[L, 0] + T[R, c + 4]
-            keep = lv <= rv
-            T[node, c + 3] = lv if keep else rv
-            T[node, c + 4] = lr if keep else rr
+        _merge(node, T, pa.size)
         node >>= 1
+
+
+@njit(cache=True, error_model="numpy")
+def _rebuild(gs, T, size, P):
+    """Recompute every record of the tree from the group records (the same values as the
+    row-by-row inserts that led to them)."""
+    for blk in range(size):
+        _scan_block(blk, gs, T, size, P)
+    for node in range(size - 1, 0, -1):
+        _merge(node, T, P)
 
 
 @njit(cache=True, error_model="numpy")
@@ -242,70 +307,163 @@ def _stump_value(gs, T, size, tot, min_leaf, bar, pa, pb, off, hi_mx, lo_mn, sta
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _scan_children(group, n_groups, gamma, cut, min_leaf, pa, pb, left, right):
+def _scan_children(group, n_groups, gamma, cut, min_leaf, pa, pb, need, left, right):
     """Raise ``left[i]`` / ``right[i]`` to the best depth-1 reward of the left / right child
-    of every allowed root split point i (rows ``0..i`` of the root order on the left) over
-    splits on every child feature. ``gamma`` is in root order and ``group[j, i]`` is the rank of
-    row i's value among the distinct values of child feature j (``n_groups[j]`` of them)."""
+    of root split point i (rows ``0..i`` of the root order on the left) over splits on the
+    child features j with ``need[0, j, i]`` / ``need[1, j, i]``. ``gamma`` is in root order and
+    ``group[j, i]`` is the rank of row i's value among the distinct values of child feature j
+    (``n_groups[j]`` of them). Rows far (more than about ``2 size / log2(size)`` rows) from the
+    next needed split point only update their group record; the tree is rebuilt before the next
+    query, which costs about as much as that many row insertions."""
     n, K = gamma.shape
     P = pa.size
     width = -(-(1 + 5 * P) // _LINE) * _LINE
     tot, off, hi_mx, lo_mn = np.empty(K), np.empty(P), np.empty(P), np.empty(P)
     stack = np.empty(64, dtype=np.int64)
+    queries = np.empty(n, dtype=np.int64)
     for j in range(group.shape[0]):
-        size = 1
+        size, levels = 1, 0
         while size * _BLOCK < n_groups[j]:
             size *= 2
+            levels += 1
+        max_gap = 2 * size // (levels + 1)
         for side in range(2):
+            n_queries = 0
+            for step in range(n):
+                at = step if side == 0 else n - 2 - step
+                if at >= 0 and cut[at] and need[side, j, at]:
+                    queries[n_queries] = step
+                    n_queries += 1
+            if n_queries == 0:
+                continue
             gs = np.zeros((size * _BLOCK, 1 + P))
             T = np.zeros((2 * size, width))
             tot[:] = 0.0
-            for step in range(n):
+            stale, nxt = False, 0
+            for step in range(queries[n_queries - 1] + 1):
                 i = step if side == 0 else n - 1 - step
-                _insert(group[j, i], gamma[i], gs, T, size, pa, pb)
+                if queries[nxt] - step > max_gap:
+                    _add(group[j, i], gamma[i], gs, pa, pb)
+                    stale = True
+                elif stale:
+                    _add(group[j, i], gamma[i], gs, pa, pb)
+                    _rebuild(gs, T, size, P)
+                    stale = False
+                else:
+                    _insert(group[j, i], gamma[i], gs, T, size, pa, pb)
                 for k in range(K):
                     tot[k] += gamma[i, k]
-                if side == 0 and cut[i]:
+                if step < queries[nxt]:
+                    continue
+                nxt += 1
+                if side == 0:
                     left[i] = max(left[i], _stump_value(gs, T, size, tot, min_leaf, left[i], pa, pb,
                                                         off, hi_mx, lo_mn, stack))
-                elif side == 1 and i > 0 and cut[i - 1]:
+                else:
                     right[i - 1] = max(right[i - 1], _stump_value(gs, T, size, tot, min_leaf,
                                                                   right[i - 1], pa, pb, off,
                                                                   hi_mx, lo_mn, stack))
 
 
-def _best_root_split(j, X, gamma, group, n_groups, min_leaf, pa, pb):
-    """Best split of the root on feature ``j``: (feature, threshold, total reward) or None."""
+def _best_root_split(j, X, gamma, order, group, n_groups, min_leaf, pa, pb, bins, alive, need):
+    """Best split of the root on feature ``j`` (rows sorted by it: ``order``): (feature,
+    threshold, total reward) or None. Only split points in the root bins ``alive`` (``bins``:
+    each row's bin of feature j) are searched, each child over the child features ``need``
+    (2, p, bins) names."""
+    if not alive.any():
+        return None
     n = X.shape[0]
-    order = np.argsort(X[:, j], kind="stable")
     xs = X[order, j]
+    position_bin = bins[order]
     sizes = np.arange(1, n)
     cut = np.zeros(n, dtype=np.bool_)
     cut[:-1] = (xs[:-1] < xs[1:]) & (sizes >= min_leaf) & (n - sizes >= min_leaf)
+    cut &= alive[position_bin]
     if not cut.any():
         return None
     left, right = np.full(n, -np.inf), np.full(n, -np.inf)
     _scan_children(np.ascontiguousarray(group[:, order]), n_groups,
-                   np.ascontiguousarray(gamma[order]), cut, min_leaf, pa, pb, left, right)
+                   np.ascontiguousarray(gamma[order]), cut, min_leaf, pa, pb,
+                   np.ascontiguousarray(need[:, :, position_bin]), left, right)
     total = np.where(cut, left + right, -np.inf)
     i = int(np.argmax(total))
+    if total[i] == -np.inf:
+        return None
     return j, float(0.5 * (xs[i] + xs[i + 1])), float(total[i])
 
 
-def _best_depth2(X, gamma, min_leaf, n_jobs=None):
-    """Best root split (feature, threshold, total reward) over every split point, or None.
-    The root features are searched in ``n_jobs`` threads (the compiled scan releases the GIL);
-    their results are compared in feature order, so the tree does not depend on ``n_jobs``."""
-    n, p = X.shape
-    K = gamma.shape[1]
-    pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(K, 1))
+#: Bins per feature of the two rounds of bounds (:mod:`causalkit.policy._tree_bounds`): every
+#: (root, child) feature pair at the coarse size, then the pairs still needed at the fine size
+#: (a multiple of the coarse). Speed constants: any sizes give the same tree. Chosen on the
+#: benchmark design's seed 1 (``benchmarks/policy.py`` times seed 0) and on pure-noise rewards.
+_COARSE_BINS, _FINE_BINS = 64, 256
+
+
+def _prune(start, shifted, min_leaf, tol, parallel):
+    """Root bins (per root feature, at the fine size) that may hold the best root split, and the
+    child features each side needs there: two rounds of :func:`bin_bounds`, the second over
+    what the first leaves. Returns the rows' fine bins (p, n), and per root feature the alive
+    bins (fine,) and the needed child features (2, p, fine).
+
+    ``start`` (p, n) is each row's rank of the first row with its value of each feature."""
+    p, n = start.shape
+    candidates = [np.ones((2, p, _COARSE_BINS), dtype=bool) for _ in range(p)]
+    best = -np.inf
+    for n_bins in (_COARSE_BINS, _FINE_BINS):
+        candidates = [np.repeat(c, n_bins // c.shape[2], axis=2) for c in candidates]
+        bins = (start * n_bins // n).astype(np.uint16)
+        todo = [j for j in range(p) if candidates[j].any()]
+        bounds = dict(zip(todo, parallel(
+            delayed(bin_bounds)(bins[j], bins, shifted, n_bins, min_leaf,
+                                candidates[j].any(axis=(0, 2)), candidates[j].any(axis=(0, 1)))
+            for j in todo), strict=True))
+        for j in todo:
+            rows_up_to = np.cumsum(np.bincount(bins[j], minlength=n_bins))
+            best = max(best, attained_total(bounds[j], rows_up_to, n, min_leaf))
+        nothing = np.full((5, p, n_bins), -np.inf)
+        alive, candidates = map(list, zip(*(needed(bounds.get(j, nothing), candidates[j], best,
+                                                   tol) for j in range(p)), strict=True))
+    return bins, alive, candidates
+
+
+def _value_groups(X, orders):
+    """Per feature and row: the rank of the row's value among the feature's distinct values
+    (``group``), the sorted position of the first row with that value (``start``), and the number
+    of distinct values (``n_groups``)."""
+    p, n = orders.shape
     group = np.empty((p, n), dtype=np.int64)
+    start = np.empty((p, n), dtype=np.int64)
     n_groups = np.empty(p, dtype=np.int64)
+    positions = np.arange(n)
     for j in range(p):
-        values, inverse = np.unique(X[:, j], return_inverse=True)
-        group[j], n_groups[j] = inverse.ravel(), values.size
-    splits = Parallel(n_jobs=n_jobs, prefer="threads")(
-        delayed(_best_root_split)(j, X, gamma, group, n_groups, min_leaf, pa, pb)
+        xs = X[orders[j], j]
+        first = np.r_[True, xs[1:] > xs[:-1]]
+        group[j, orders[j]] = np.cumsum(first) - 1
+        start[j, orders[j]] = np.maximum.accumulate(np.where(first, positions, 0))
+        n_groups[j] = np.count_nonzero(first)
+    return group, start, n_groups
+
+
+def _prune_tolerance(shifted):
+    """Rounding allowance of the bounds: far above the error of sums over the rows."""
+    return 1e-9 * (np.abs(shifted).sum() + 1.0)
+
+
+def _best_depth2(X, gamma, orders, min_leaf, n_jobs=None):
+    """Best root split (feature, threshold, total reward) over every split point, or None.
+    Bounds (:mod:`causalkit.policy._tree_bounds`) first rule out root bins and child features
+    that cannot hold the best tree; the root features are then searched in ``n_jobs`` threads
+    (the compiled scan releases the GIL) and compared in feature order, so the tree does not
+    depend on ``n_jobs``."""
+    p = X.shape[1]
+    pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(gamma.shape[1], 1))
+    group, start, n_groups = _value_groups(X, orders)
+    shifted = gamma - gamma.max(axis=1, keepdims=True)
+    parallel = Parallel(n_jobs=n_jobs, prefer="threads")
+    bins, alive, need = _prune(start, shifted, min_leaf, _prune_tolerance(shifted), parallel)
+    splits = parallel(
+        delayed(_best_root_split)(j, X, gamma, orders[j], group, n_groups, min_leaf, pa, pb,
+                                  bins[j], alive[j], need[j])
         for j in range(p))
     best = None
     for split in splits:
@@ -342,15 +500,19 @@ def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None):
         raise ValueError(f"depth must be 1 or 2; got {depth!r}")
     X = np.ascontiguousarray(X, dtype=float)
     gamma = np.ascontiguousarray(gamma, dtype=float)
-    n = X.shape[0]
-    tree, value = _best_stump(X, gamma, min_samples_leaf)
+    n, p = X.shape
+    orders = _sort_orders(X)
+    tree, value = _best_stump(X, gamma, np.arange(n), orders, min_samples_leaf)
     if depth == 2:
-        root = _best_depth2(X, gamma, min_samples_leaf, n_jobs)
+        root = _best_depth2(X, gamma, orders, min_samples_leaf, n_jobs)
         if root is not None and _rel_better(root[2], value):
             j, threshold, _ = root
             go_left = X[:, j] <= threshold
-            left, v_left = _best_stump(X[go_left], gamma[go_left], min_samples_leaf)
-            right, v_right = _best_stump(X[~go_left], gamma[~go_left], min_samples_leaf)
+            left, v_left = _best_stump(X, gamma, np.flatnonzero(go_left),
+                                       orders[go_left[orders]].reshape(p, -1), min_samples_leaf)
+            right, v_right = _best_stump(X, gamma, np.flatnonzero(~go_left),
+                                         orders[~go_left[orders]].reshape(p, -1),
+                                         min_samples_leaf)
             tree = {"feature": j, "threshold": threshold, "left": left, "right": right}
             value = v_left + v_right
     return tree, float(value / n)
