@@ -53,12 +53,26 @@ def _side_max(pre, total, K):
 
 
 @njit(cache=True, error_model="numpy")
-def _root_bin_bounds(sets, totals, min_leaf, pre, out, ell, g):
+def _set_value(C, tot, g, s, b, k):
+    """Arm ``k`` sum (or, for k = K, the row count) over the rows of child bin ``b`` in set
+    ``s`` of root bin ``g``: L_<g, L_<=g, R_>=g, R_>g, from the cumulative histogram ``C``."""
+    if s == 0:
+        return C[g - 1, b, k] if g > 0 else 0.0
+    if s == 1:
+        return C[g, b, k]
+    if s == 2:
+        return tot[b, k] - (C[g - 1, b, k] if g > 0 else 0.0)
+    return tot[b, k] - C[g, b, k]
+
+
+@njit(cache=True, error_model="numpy")
+def _root_bin_bounds(C, tot, totals, min_leaf, pre, out, ell, g):
     """The five bounds of root bin ``g`` and child feature ``ell`` into ``out[:, ell, g]``.
 
-    ``sets`` (4, B, K + 1): per child bin, the arm sums and row count of L_<g, L_<=g, R_>=g and
-    R_>g; ``totals`` (4, K + 1) their sums over the bins; ``pre`` (4, K + 1) scratch."""
-    K = sets.shape[2] - 1
+    ``C`` (G, B, K + 1): per root bin and child bin, the arm sums and row count of the rows in
+    root bins <= g; ``tot`` its last row; ``totals`` (4, K + 1) the sums over the child bins of
+    L_<g, L_<=g, R_>=g and R_>g; ``pre`` (4, K + 1) scratch."""
+    K = C.shape[2] - 1
     # L_<=g and R_>=g bound every child set of the bin from below only through splits that keep
     # min_leaf rows on each side after the bin's rows leave; R_>g is a child set itself.
     in_bin = totals[1, K] - totals[0, K]
@@ -68,16 +82,16 @@ def _root_bin_bounds(sets, totals, min_leaf, pre, out, ell, g):
     for s in range(4):
         upper[s] = lower[s] = totals[s, :K].max()
     pre[:] = 0.0
-    for b in range(sets.shape[1]):
+    for b in range(C.shape[1]):
         for s in (0, 3):  # upper bounds: the rows of bin b take their best arm (each adds <= 0)
             before, after = -np.inf, -np.inf
             for k in range(K):
                 before = max(before, pre[s, k])
-                after = max(after, totals[s, k] - pre[s, k] - sets[s, b, k])
+                after = max(after, totals[s, k] - pre[s, k] - _set_value(C, tot, g, s, b, k))
             upper[s] = max(upper[s], before + after)
         for s in range(4):
             for k in range(K + 1):
-                pre[s, k] += sets[s, b, k]
+                pre[s, k] += _set_value(C, tot, g, s, b, k)
         for s in (1, 2, 3):  # lower bounds: a split after bin b that keeps enough rows
             if pre[s, K] >= leaf[s] and totals[s, K] - pre[s, K] >= leaf[s]:
                 left, right = _side_max(pre[s], totals[s], K)
@@ -100,43 +114,41 @@ def bin_bounds(root_bin, child_bin, shifted, n_bins, min_leaf, children, roots):
     n, K = shifted.shape
     p = child_bin.shape[0]
     out = np.full((5, p, n_bins), -np.inf)
-    H = np.zeros((n_bins, n_bins, K + 1))
-    sets = np.zeros((4, n_bins, K + 1))
+    C = np.zeros((n_bins, n_bins, K + 1))
+    up_to = np.zeros((n_bins, K + 1))  # per root bin: sums over the rows in root bins <= g
     totals = np.zeros((4, K + 1))
     pre = np.zeros((4, K + 1))
+    last = n_bins - 1
+    while last > 0 and not roots[last]:
+        last -= 1
     for ell in range(p):
         if not children[ell]:
             continue
-        H[:] = 0.0
+        C[:] = 0.0
+        up_to[:] = 0.0
         for r in range(n):
             g, b = root_bin[r], child_bin[ell, r]
             for k in range(K):
-                H[g, b, k] += shifted[r, k]
-            H[g, b, K] += 1.0
-        sets[:] = 0.0  # L_<g (sets[0]) and R_>=g (sets[2]) run along the root bins
-        totals[:] = 0.0
+                C[g, b, k] += shifted[r, k]
+                up_to[g, k] += shifted[r, k]
+            C[g, b, K] += 1.0
+            up_to[g, K] += 1.0
+        for g in range(1, n_bins):  # cumulative over the root bins
+            up_to[g] += up_to[g - 1]
+            if g <= last:
+                C[g] += C[g - 1]
+        tot = C[last].copy()  # rows of root bins after the last one bounded add to R only
+        for g in range(last + 1, n_bins):
+            tot += C[g]
         for g in range(n_bins):
-            for b in range(n_bins):
-                for k in range(K + 1):
-                    sets[2, b, k] += H[g, b, k]
-                    totals[2, k] += H[g, b, k]
-        for g in range(n_bins):
-            if roots[g]:
-                totals[1] = totals[0]
-                totals[3] = totals[2]
-                for b in range(n_bins):
-                    for k in range(K + 1):
-                        sets[1, b, k] = sets[0, b, k] + H[g, b, k]
-                        sets[3, b, k] = sets[2, b, k] - H[g, b, k]
-                        totals[1, k] += H[g, b, k]
-                        totals[3, k] -= H[g, b, k]
-                _root_bin_bounds(sets, totals, min_leaf, pre, out, ell, g)
-            for b in range(n_bins):
-                for k in range(K + 1):
-                    sets[0, b, k] += H[g, b, k]
-                    sets[2, b, k] -= H[g, b, k]
-                    totals[0, k] += H[g, b, k]
-                    totals[2, k] -= H[g, b, k]
+            if not roots[g]:
+                continue
+            for k in range(K + 1):
+                totals[0, k] = up_to[g - 1, k] if g > 0 else 0.0
+                totals[1, k] = up_to[g, k]
+                totals[2, k] = up_to[n_bins - 1, k] - totals[0, k]
+                totals[3, k] = up_to[n_bins - 1, k] - totals[1, k]
+            _root_bin_bounds(C, tot, totals, min_leaf, pre, out, ell, g)
     return out
 
 

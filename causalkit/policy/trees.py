@@ -67,7 +67,7 @@ def _rel_better(a, b):
     return a > b + 1e-12 * max(1.0, abs(b))
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _stump_scan(x, gamma, order, total, min_leaf):
     """Best split of the rows ``order`` (sorted by ``x``) whose arm totals are ``total``:
     (last left position or -1, total reward, left arm, right arm); the first best is kept."""
@@ -91,13 +91,15 @@ def _stump_scan(x, gamma, order, total, min_leaf):
     return best_t, best, best_a, best_b
 
 
-def _best_stump(X, gamma, rows, orders, min_leaf):
+def _best_stump(X, gamma, rows, orders, min_leaf, parallel):
     """Best depth-1 tree (or leaf) on the rows ``rows`` of ``X``, given the same rows sorted by
-    each feature (``orders``, one row per feature); returns (node, total reward)."""
+    each feature (``orders``, one row per feature; the features are scanned by ``parallel``);
+    returns (node, total reward)."""
     total = gamma[rows].sum(axis=0)
     best_val, best = float(total.max()), {"action": int(np.argmax(total))}
-    for j in range(X.shape[1]):
-        t, value, a, b = _stump_scan(X[:, j], gamma, orders[j], total, min_leaf)
+    scans = parallel(delayed(_stump_scan)(X[:, j], gamma, orders[j], total, min_leaf)
+                     for j in range(X.shape[1]))
+    for j, (t, value, a, b) in enumerate(scans):
         if t >= 0 and _rel_better(value, best_val):
             best_val = float(value)
             best = {"feature": j,
@@ -106,14 +108,18 @@ def _best_stump(X, gamma, rows, orders, min_leaf):
     return best, best_val
 
 
-def _sort_orders(X):
+def _sort_order(x):
+    """Rows sorted by ``x``, ties in row order."""
+    o = np.argsort(x, kind="quicksort")
+    xs = x[o]
+    return o if not np.any(xs[1:] == xs[:-1]) else np.argsort(x, kind="stable")
+
+
+def _sort_orders(X, parallel=None):
     """Rows sorted by each column, ties in row order: (p, n)."""
-    orders = np.empty(X.shape[::-1], dtype=np.int64)
-    for j in range(X.shape[1]):
-        o = np.argsort(X[:, j], kind="quicksort")
-        xs = X[o, j]
-        orders[j] = o if not np.any(xs[1:] == xs[:-1]) else np.argsort(X[:, j], kind="stable")
-    return orders
+    parallel = Parallel(n_jobs=1) if parallel is None else parallel
+    return np.array(parallel(delayed(_sort_order)(X[:, j]) for j in range(X.shape[1])),
+                    dtype=np.int64).reshape(X.shape[1], X.shape[0])
 
 
 #: Distinct values per leaf block of the segment tree (a speed constant: blocks are scanned
@@ -449,17 +455,17 @@ def _prune_tolerance(shifted):
     return 1e-9 * (np.abs(shifted).sum() + 1.0)
 
 
-def _best_depth2(X, gamma, orders, min_leaf, n_jobs=None):
+def _best_depth2(X, gamma, orders, min_leaf, parallel=None):
     """Best root split (feature, threshold, total reward) over every split point, or None.
     Bounds (:mod:`causalkit.policy._tree_bounds`) first rule out root bins and child features
-    that cannot hold the best tree; the root features are then searched in ``n_jobs`` threads
-    (the compiled scan releases the GIL) and compared in feature order, so the tree does not
-    depend on ``n_jobs``."""
+    that cannot hold the best tree; the root features are then searched by ``parallel`` (joblib
+    threads: the compiled scan releases the GIL) and compared in feature order, so the tree
+    does not depend on the thread count."""
     p = X.shape[1]
     pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(gamma.shape[1], 1))
     group, start, n_groups = _value_groups(X, orders)
     shifted = gamma - gamma.max(axis=1, keepdims=True)
-    parallel = Parallel(n_jobs=n_jobs, prefer="threads")
+    parallel = Parallel(n_jobs=1) if parallel is None else parallel
     bins, alive, need = _prune(start, shifted, min_leaf, _prune_tolerance(shifted), parallel)
     splits = parallel(
         delayed(_best_root_split)(j, X, gamma, orders[j], group, n_groups, min_leaf, pa, pb,
@@ -498,21 +504,23 @@ def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None):
     """
     if depth not in (1, 2):
         raise ValueError(f"depth must be 1 or 2; got {depth!r}")
-    X = np.ascontiguousarray(X, dtype=float)
+    X = np.asfortranarray(X, dtype=float)  # contiguous columns for the per-feature gathers
     gamma = np.ascontiguousarray(gamma, dtype=float)
     n, p = X.shape
-    orders = _sort_orders(X)
-    tree, value = _best_stump(X, gamma, np.arange(n), orders, min_samples_leaf)
+    parallel = Parallel(n_jobs=n_jobs, prefer="threads")
+    orders = _sort_orders(X, parallel)
+    tree, value = _best_stump(X, gamma, np.arange(n), orders, min_samples_leaf, parallel)
     if depth == 2:
-        root = _best_depth2(X, gamma, orders, min_samples_leaf, n_jobs)
+        root = _best_depth2(X, gamma, orders, min_samples_leaf, parallel)
         if root is not None and _rel_better(root[2], value):
             j, threshold, _ = root
             go_left = X[:, j] <= threshold
             left, v_left = _best_stump(X, gamma, np.flatnonzero(go_left),
-                                       orders[go_left[orders]].reshape(p, -1), min_samples_leaf)
+                                       orders[go_left[orders]].reshape(p, -1), min_samples_leaf,
+                                       parallel)
             right, v_right = _best_stump(X, gamma, np.flatnonzero(~go_left),
                                          orders[~go_left[orders]].reshape(p, -1),
-                                         min_samples_leaf)
+                                         min_samples_leaf, parallel)
             tree = {"feature": j, "threshold": threshold, "left": left, "right": right}
             value = v_left + v_right
     return tree, float(value / n)
