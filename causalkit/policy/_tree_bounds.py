@@ -42,65 +42,73 @@ except ImportError:  # pragma: no cover - same kernel, interpreted
 UB_LEFT, UB_RIGHT, LB_LEFT, LB_RIGHT, LB_RIGHT_EXCL = range(5)
 
 
-@njit(cache=True, error_model="numpy")
-def _side_max(pre, total, K):
-    """(max_k pre[k], max_k total[k] - pre[k]) over the K arms."""
+@njit(cache=True, error_model="numpy", inline="always")
+def _split_value(lo, hi, b, top, K):
+    """``max_k P_k + max_k (T_k - P_k)`` and the rows before the split, for the rows between the
+    cumulative histogram rows ``lo`` and ``hi`` split after child bin ``b - 1`` (``top``: the
+    last child bin index)."""
     left, right = -np.inf, -np.inf
     for k in range(K):
-        left = max(left, pre[k])
-        right = max(right, total[k] - pre[k])
-    return left, right
+        pre = hi[b, k] - lo[b, k]
+        left = max(left, pre)
+        right = max(right, hi[top, k] - lo[top, k] - pre)
+    return left + right, hi[b, K] - lo[b, K]
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _straddle_value(lo, hi, b, top, K):
+    """Upper bound of the splits inside child bin ``b`` (its rows take their best arm, each
+    adding at most 0) for the rows between the cumulative histogram rows ``lo`` and ``hi``."""
+    before, after = -np.inf, -np.inf
+    for k in range(K):
+        before = max(before, hi[b, k] - lo[b, k])
+        after = max(after, hi[top, k] - lo[top, k] - (hi[b + 1, k] - lo[b + 1, k]))
+    return before + after
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _leaf_value(lo, hi, top, K):
+    """Best single-arm total and the row count of the rows between ``lo`` and ``hi``."""
+    best = -np.inf
+    for k in range(K):
+        best = max(best, hi[top, k] - lo[top, k])
+    return best, hi[top, K] - lo[top, K]
 
 
 @njit(cache=True, error_model="numpy")
-def _set_value(C, tot, g, s, b, k):
-    """Arm ``k`` sum (or, for k = K, the row count) over the rows of child bin ``b`` in set
-    ``s`` of root bin ``g``: L_<g, L_<=g, R_>=g, R_>g, from the cumulative histogram ``C``."""
-    if s == 0:
-        return C[g - 1, b, k] if g > 0 else 0.0
-    if s == 1:
-        return C[g, b, k]
-    if s == 2:
-        return tot[b, k] - (C[g - 1, b, k] if g > 0 else 0.0)
-    return tot[b, k] - C[g, b, k]
-
-
-@njit(cache=True, error_model="numpy")
-def _root_bin_bounds(C, tot, totals, min_leaf, pre, out, ell, g):
+def _root_bin_bounds(E, min_leaf, out, ell, g):
     """The five bounds of root bin ``g`` and child feature ``ell`` into ``out[:, ell, g]``.
 
-    ``C`` (G, B, K + 1): per root bin and child bin, the arm sums and row count of the rows in
-    root bins <= g; ``tot`` its last row; ``totals`` (4, K + 1) the sums over the child bins of
-    L_<g, L_<=g, R_>=g and R_>g; ``pre`` (4, K + 1) scratch."""
-    K = C.shape[2] - 1
+    ``E`` (G + 1, B + 1, K + 1): ``E[g, b]`` holds the arm sums and the row count of the rows in
+    root bins < g and child bins < b. The child sets of the bin are L_<g (root bins [0, g)),
+    L_<=g ([0, g + 1)), R_>=g ([g, G)) and R_>g ([g + 1, G))."""
+    G, top, K = E.shape[0] - 1, E.shape[1] - 1, E.shape[2] - 1
+    first, before, after, last = E[0], E[g], E[g + 1], E[G]
     # L_<=g and R_>=g bound every child set of the bin from below only through splits that keep
     # min_leaf rows on each side after the bin's rows leave; R_>g is a child set itself.
-    in_bin = totals[1, K] - totals[0, K]
-    leaf = np.array([0.0, min_leaf + in_bin, min_leaf + in_bin, float(min_leaf)])
-    upper = np.full(4, -np.inf)
-    lower = np.full(4, -np.inf)
-    for s in range(4):
-        upper[s] = lower[s] = totals[s, :K].max()
-    pre[:] = 0.0
-    for b in range(C.shape[1]):
-        for s in (0, 3):  # upper bounds: the rows of bin b take their best arm (each adds <= 0)
-            before, after = -np.inf, -np.inf
-            for k in range(K):
-                before = max(before, pre[s, k])
-                after = max(after, totals[s, k] - pre[s, k] - _set_value(C, tot, g, s, b, k))
-            upper[s] = max(upper[s], before + after)
-        for s in range(4):
-            for k in range(K + 1):
-                pre[s, k] += _set_value(C, tot, g, s, b, k)
-        for s in (1, 2, 3):  # lower bounds: a split after bin b that keeps enough rows
-            if pre[s, K] >= leaf[s] and totals[s, K] - pre[s, K] >= leaf[s]:
-                left, right = _side_max(pre[s], totals[s], K)
-                lower[s] = max(lower[s], left + right)
-    out[UB_LEFT, ell, g] = upper[0]
-    out[LB_LEFT, ell, g] = lower[1]
-    out[LB_RIGHT, ell, g] = lower[2]
-    out[UB_RIGHT, ell, g] = upper[3]
-    out[LB_RIGHT_EXCL, ell, g] = lower[3]
+    keep = min_leaf + after[top, K] - before[top, K]
+    upper_left, _ = _leaf_value(first, before, top, K)
+    upper_right, _ = _leaf_value(after, last, top, K)
+    lower_left, rows_left = _leaf_value(first, after, top, K)
+    lower_right, rows_right = _leaf_value(before, last, top, K)
+    lower_excl, rows_excl = upper_right, last[top, K] - after[top, K]
+    for b in range(top):
+        upper_left = max(upper_left, _straddle_value(first, before, b, top, K))
+        upper_right = max(upper_right, _straddle_value(after, last, b, top, K))
+        value, rows = _split_value(first, after, b + 1, top, K)
+        if min(rows, rows_left - rows) >= keep:
+            lower_left = max(lower_left, value)
+        value, rows = _split_value(before, last, b + 1, top, K)
+        if min(rows, rows_right - rows) >= keep:
+            lower_right = max(lower_right, value)
+        value, rows = _split_value(after, last, b + 1, top, K)
+        if min(rows, rows_excl - rows) >= min_leaf:
+            lower_excl = max(lower_excl, value)
+    out[UB_LEFT, ell, g] = upper_left
+    out[LB_LEFT, ell, g] = lower_left
+    out[LB_RIGHT, ell, g] = lower_right
+    out[UB_RIGHT, ell, g] = upper_right
+    out[LB_RIGHT_EXCL, ell, g] = lower_excl
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -114,41 +122,27 @@ def bin_bounds(root_bin, child_bin, shifted, n_bins, min_leaf, children, roots):
     n, K = shifted.shape
     p = child_bin.shape[0]
     out = np.full((5, p, n_bins), -np.inf)
-    C = np.zeros((n_bins, n_bins, K + 1))
-    up_to = np.zeros((n_bins, K + 1))  # per root bin: sums over the rows in root bins <= g
-    totals = np.zeros((4, K + 1))
-    pre = np.zeros((4, K + 1))
-    last = n_bins - 1
-    while last > 0 and not roots[last]:
-        last -= 1
+    E = np.zeros((n_bins + 1, n_bins + 1, K + 1))
     for ell in range(p):
         if not children[ell]:
             continue
-        C[:] = 0.0
-        up_to[:] = 0.0
+        E[:] = 0.0
         for r in range(n):
-            g, b = root_bin[r], child_bin[ell, r]
+            g, b = root_bin[r] + 1, child_bin[ell, r] + 1
             for k in range(K):
-                C[g, b, k] += shifted[r, k]
-                up_to[g, k] += shifted[r, k]
-            C[g, b, K] += 1.0
-            up_to[g, K] += 1.0
-        for g in range(1, n_bins):  # cumulative over the root bins
-            up_to[g] += up_to[g - 1]
-            if g <= last:
-                C[g] += C[g - 1]
-        tot = C[last].copy()  # rows of root bins after the last one bounded add to R only
-        for g in range(last + 1, n_bins):
-            tot += C[g]
+                E[g, b, k] += shifted[r, k]
+            E[g, b, K] += 1.0
+        for g in range(1, n_bins + 1):  # cumulative over the root bins, then the child bins
+            for b in range(n_bins + 1):
+                for k in range(K + 1):
+                    E[g, b, k] += E[g - 1, b, k]
+        for g in range(n_bins + 1):
+            for b in range(1, n_bins + 1):
+                for k in range(K + 1):
+                    E[g, b, k] += E[g, b - 1, k]
         for g in range(n_bins):
-            if not roots[g]:
-                continue
-            for k in range(K + 1):
-                totals[0, k] = up_to[g - 1, k] if g > 0 else 0.0
-                totals[1, k] = up_to[g, k]
-                totals[2, k] = up_to[n_bins - 1, k] - totals[0, k]
-                totals[3, k] = up_to[n_bins - 1, k] - totals[1, k]
-            _root_bin_bounds(C, tot, totals, min_leaf, pre, out, ell, g)
+            if roots[g]:
+                _root_bin_bounds(E, min_leaf, out, ell, g)
     return out
 
 
