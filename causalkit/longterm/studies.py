@@ -4,7 +4,7 @@
   driven by the latest short-term outcome (xi = 1) at 10/20/30/40% per stage, 400
   replications (at 200 the MC SE is too coarse to tell a bias of
   0.02 from noise); a complete-data T-learner on the same draws as a reference; at every rate
-  also the bootstrap interval (100 resamples) of SeqMSM, its default, on a quarter of the
+  also the bootstrap interval (100 resamples) of SeqMSM, its default, on half of the
   replications;
 * ``ihdp``: the 747 IHDP children (25 covariates, real treatment), the same outcome chain and
   drop-out at 15% and 30% per stage, 200 replications; truth = mean tau(X_i); SeqMSM's
@@ -150,8 +150,8 @@ def weight_estimators(seed: int = 0, with_pehe: bool = False) -> dict:
     return {name: partial(_run, make, with_pehe=with_pehe) for name, make in factories.items()}
 
 
-#: Estimators whose bootstrap intervals the linear and IHDP studies check (on a quarter and
-#: half of the replications): those whose default inference is the bootstrap.
+#: Estimators whose bootstrap intervals the linear and IHDP studies check (on half of the
+#: replications): those whose default inference is the bootstrap.
 BOOTSTRAPPED = ("SeqMSM",)
 
 
@@ -265,7 +265,7 @@ def linear_gaussian(reps=None, seed=2024, n_jobs=1, backend="loky", scheduler=No
         settings.append((f"dropout{int(100 * rate)}", dgp, estimators, reps))
         settings.append((f"dropout{int(100 * rate)}_bootstrap", dgp,
                          bootstrap_estimators(seed=seed, names=BOOTSTRAPPED),
-                         2 if quick else max(2, reps // 4)))
+                         2 if quick else max(2, reps // 2)))
     return _study(settings, reps, seed, n_jobs, backend, scheduler, out)
 
 
