@@ -153,7 +153,7 @@ pd.Series(pehe, name="sqrt PEHE").round(3)
 # 30% per stage). Each estimator is fitted with its defaults; the tables read the committed
 # results: bias in Monte Carlo SEs, the SD relative to the sequential regression's, mean SE
 # over SD, and the coverage of the 95% interval. SeqMSM's default interval is the bootstrap,
-# checked on a quarter of the linear replications and half of the IHDP ones (rows
+# checked on half of the linear and of the IHDP replications (rows
 # "(bootstrap)").
 
 # %%

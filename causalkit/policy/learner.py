@@ -75,6 +75,7 @@ import numbers
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -145,9 +146,10 @@ class TargetPolicyLearner(CausalEstimator):
     min_samples_leaf : int
         Minimum rows per tree leaf.
     n_jobs : int or None
-        Threads of the exact depth-2 tree search (``fit_policy_tree``): -1 (default) every
-        core; None or 1 one thread (inside a study that already runs one process per core).
-        The learned tree does not depend on it.
+        Threads of the tree policy's exact searches (``fit_policy_tree``): the held-out folds'
+        searches run side by side, one thread each, and the search on all rows splits its root
+        features over the threads. -1 (default) every core; None or 1 one thread (inside a
+        study that already runs one process per core). The learned trees do not depend on it.
     l2 : float
         L2 penalty of the smooth policies (rewards are standardised first).
     temperature : float
@@ -263,11 +265,11 @@ class TargetPolicyLearner(CausalEstimator):
         if not float(self.l2) >= 0:
             raise ValueError(f"l2 must be >= 0; got {self.l2!r}")
 
-    def _fit_policy(self, X, gamma, seed):
+    def _fit_policy(self, X, gamma, seed, n_jobs=None):
         if self.policy == "tree":
             tree, _ = fit_policy_tree(X, gamma, depth=self.depth,
                                       min_samples_leaf=self.min_samples_leaf,
-                                      n_jobs=self.n_jobs)
+                                      n_jobs=self.n_jobs if n_jobs is None else n_jobs)
             return _TreePolicy(tree, gamma.shape[1])
         if self.policy == "linear":
             return fit_linear_policy(X, gamma, l2=self.l2, temperature=self.temperature,
@@ -338,13 +340,16 @@ class TargetPolicyLearner(CausalEstimator):
             gamma = value.source_score_matrix()[1]
         seeds = self._policy_seeds(objective)
         held_out = np.empty((X.shape[0], self.arms_.size))
-        models = []
-        for k, (train, test) in enumerate(self.folds_):
-            if objective == "source":
-                train = train[train < n_s]
-            model = self._fit_policy(X[train], gamma[train], seed_int(child_seed(seeds, k)))
+        trains = [train[train < n_s] if objective == "source" else train
+                  for train, _ in self.folds_]
+        # tree searches (compiled, releasing the GIL) run the folds side by side, one thread each
+        side_by_side = self.policy == "tree" and self.n_jobs not in (None, 1)
+        models = Parallel(n_jobs=self.n_jobs if side_by_side else 1, prefer="threads")(
+            delayed(self._fit_policy)(X[train], gamma[train], seed_int(child_seed(seeds, k)),
+                                      n_jobs=1 if side_by_side else None)
+            for k, train in enumerate(trains))
+        for model, (_, test) in zip(models, self.folds_, strict=True):
             held_out[test] = self._deploy(model, X[test])
-            models.append(model)
         name = self._estimand
         if value.estimand_name() != value._estimand:
             name = f"{name} in the overlap region"
