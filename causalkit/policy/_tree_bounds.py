@@ -3,29 +3,32 @@
 Each row's rewards are shifted by their row maximum, :math:`\\Gamma'_{rk} = \\Gamma_{rk} -
 \\max_m \\Gamma_{rm} \\le 0`; every tree's total changes by the same constant
 :math:`\\sum_r \\max_m \\Gamma_{rm}`, so the best tree is unchanged. As every row now adds at most
-0, the best depth-1 total :math:`v(S)` of a row set can only fall when rows join it:
-:math:`S \\subseteq S'` gives :math:`v(S') \\le v(S)`. A root split after row :math:`i` of the
-root feature's order, with row :math:`i` in the root bin :math:`g` (bins of the feature's sorted
-distinct values, about :math:`n/G` rows each), therefore has children bounded by the bins alone:
+0, the best depth-1 total :math:`v^{+}(S)` of a row set, any leaf size allowed, can only fall
+when rows join it: :math:`S \\subseteq S'` gives :math:`v^{+}(S') \\le v^{+}(S)`. A root split
+after row :math:`i` of the root feature's order, with row :math:`i` in the root bin :math:`g`
+(bins of the feature's sorted distinct values, about :math:`n/G` rows each), has children
+:math:`L_{<g} \\subseteq L(i) \\subseteq L_{\\le g}` and :math:`R_{>g} \\subseteq R(i) \\subseteq
+R_{\\ge g}`, so the best allowed depth-1 totals (leaves of at least ``min_samples_leaf`` rows)
+satisfy :math:`v(L(i)) \\le v^{+}(L_{<g})` and :math:`v(R(i)) \\le v^{+}(R_{>g})`. From below,
+a split of :math:`L_{\\le g}` (or :math:`R_{\\ge g}`) that keeps ``min_samples_leaf`` plus the
+bin's row count on each side stays allowed, and does not fall, when the bin's rows leave, so
+its total bounds :math:`v(L(i))` (:math:`v(R(i))`) for every :math:`i` in the bin.
 
-.. math::
-
-    v(L_{\\le g}) \\le v(L(i)) \\le v(L_{<g}), \\qquad v(R_{\\ge g}) \\le v(R(i)) \\le v(R_{>g}).
-
-On a child feature cut into :math:`B` bins, :math:`v(S)` is bounded above by letting the rows of
-the bin that holds the threshold take their best arm (each adds at most 0):
+On a child feature cut into :math:`B` bins, :math:`v^{+}(S)` is bounded above by letting the
+rows of the bin that holds the threshold take their best arm (each adds at most 0):
 :math:`\\max_{b}\\big(\\max_a P_a(<b) + \\max_c Q_c(>b)\\big)` with :math:`P`/:math:`Q` the
-per-arm sums of :math:`\\Gamma'` over the set's rows in the bins before/after :math:`b`; and
-bounded below by the best split at a bin boundary that keeps ``min_samples_leaf`` rows on each
-side (a tree that exists). The lower bounds of one root split at a bin boundary give an attained
-total :math:`V_*`; a root bin whose upper bound :math:`\\max_l v^{+}_l(L_{<g}) + \\max_l
+per-arm sums of :math:`\\Gamma'` over the set's rows in the bins before/after :math:`b`; it is
+bounded below by the best split at a bin boundary with the leaf sizes above (a tree that
+exists). The lower bounds of one root split at a bin boundary give an attained total
+:math:`V_*`; a root bin whose upper bound :math:`\\max_l v^{+}_l(L_{<g}) + \\max_l
 v^{+}_l(R_{>g})` is below :math:`V_*` holds no best root split, and a child feature whose upper
 bound on a side is below another feature's lower bound cannot give that side's best split
 (branch and bound, Land & Doig 1960). Nothing is approximated: the search returns the tree of the
-search without bounds. How much is skipped depends on the data: with a clear best split most
-root bins and child features fall; with pure noise little does, and the search costs what it
-costs without bounds plus the histograms.
+search without bounds. How much is skipped depends on the data: with a clear best split nearly
+all root bins and child features fall; with rewards that are pure noise fewer do, and the worst
+case is the search without bounds plus the histograms.
 """
+
 
 from __future__ import annotations
 
