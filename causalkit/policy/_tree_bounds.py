@@ -33,12 +33,7 @@ case is the search without bounds plus the histograms.
 from __future__ import annotations
 
 import numpy as np
-
-try:
-    from numba import njit
-except ImportError:  # pragma: no cover - same kernel, interpreted
-    def njit(**_):
-        return lambda f: f
+from numba import njit
 
 #: Rows of the bounds arrays: upper bound of v(L_<g), upper bound of v(R_>g), lower bound of
 #: v(L_<=g), lower bound of v(R_>=g), lower bound of v(R_>g).
