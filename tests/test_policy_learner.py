@@ -126,6 +126,21 @@ def test_learner_finds_near_optimal_target_policy(shifted_data, policy):
     assert set(learner.predict(d["X_target"])) <= {0, 1}
 
 
+@pytest.mark.parametrize("objective", ["target", "auto"])
+def test_tree_learner_gives_the_same_fit_for_any_thread_count(shifted_data, objective):
+    # with n_jobs other than 1 the held-out folds' searches run side by side: the fold trees,
+    # the held-out assignment and value, and the final tree must be those of one thread
+    d = shifted_data
+    one, two = (TargetPolicyLearner(TargetPolicyValue(cv=2, random_state=0), policy="tree",
+                                    objective=objective, n_jobs=n_jobs, random_state=0).fit(
+        d["X_source"], d["y"], d["treatment"], X_target=d["X_target"]) for n_jobs in (1, 2))
+    assert [m.tree for m in one.fold_models_] == [m.tree for m in two.fold_models_]
+    np.testing.assert_array_equal(one.held_out_, two.held_out_)
+    assert (one.value_.value, one.value_.std_error) == (two.value_.value, two.value_.std_error)
+    assert one.objective_ == two.objective_
+    assert one.policy_model_.tree == two.policy_model_.tree
+
+
 def test_learner_labels_three_arms_and_fresh_evaluation():
     d = dgps.simulate("estimation3", np.random.default_rng(3), n_source=1500, n_target=1500,
                       shift=dgps.SHIFTS["moderate"])
