@@ -231,9 +231,10 @@ def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None):
     min_samples_leaf : int
         Minimum rows in every leaf.
     n_jobs : int or None
-        Threads for the depth-2 search, one root feature at a time (joblib's convention: None
-        is 1 unless a ``joblib.parallel_config`` says otherwise, -1 is every core). The tree is
-        the same for any value.
+        Threads of the search: the per-feature sorts and depth-1 scans, the bounds and the
+        depth-2 scans run one feature per thread (joblib's convention: None is 1 unless a
+        ``joblib.parallel_config`` says otherwise, -1 is every core). The tree is the same for
+        any value.
 
     Returns
     -------
