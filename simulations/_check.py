@@ -1,6 +1,16 @@
-"""The runner the resumable check scripts share: cells of seeded replications, saved per cell."""
+"""What the check scripts share: the resumable runner (cells of seeded replications, saved per
+cell) and the paired SD ratio of two estimators' errors."""
+import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
+
+
+def sd_ratio(errors, reference, rng, n_boot=2000):
+    """SD of ``errors`` over SD of ``reference`` (paired by replication) and its 95%
+    percentile interval over resampled replications."""
+    idx = rng.integers(0, errors.size, size=(n_boot, errors.size))
+    boot = errors[idx].std(axis=1, ddof=1) / reference[idx].std(axis=1, ddof=1)
+    return errors.std(ddof=1) / reference.std(ddof=1), *np.quantile(boot, [0.025, 0.975])
 
 
 def run_cells(cells, replicate, summarise, *, reps, rows_path, out_path, jobs=2):

@@ -25,6 +25,7 @@ from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
+from _check import sd_ratio
 from joblib import Parallel, delayed
 from sklearn.dummy import DummyRegressor
 from threadpoolctl import threadpool_limits
@@ -88,14 +89,6 @@ def replicate(design, rep):
                 rows.append({"chain": chain, "form": form, "estimate": value,
                              "std_error": se if form == DEFAULT else np.nan})
     return [{**r, "rep": rep, "error": r["estimate"] - s["truth"]} for r in rows]
-
-
-def sd_ratio(errors, reference, rng, n_boot=2000):
-    """SD of ``errors`` over SD of ``reference`` (paired by replication) and its 95%
-    percentile interval over resampled replications."""
-    idx = rng.integers(0, errors.size, size=(n_boot, errors.size))
-    boot = errors[idx].std(axis=1, ddof=1) / reference[idx].std(axis=1, ddof=1)
-    return errors.std(ddof=1) / reference.std(ddof=1), *np.quantile(boot, [0.025, 0.975])
 
 
 def summarise(raw, setting, rng):
