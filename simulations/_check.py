@@ -14,20 +14,27 @@ def sd_ratio(errors, reference, rng, n_boot=2000):
 
 
 def run_cells(cells, replicate, summarise, *, reps, rows_path, out_path, jobs=2):
-    """Run ``replicate(cell_index, rep)`` for ``rep < reps`` in every cell of ``cells`` (dicts
-    of the columns that name a cell) whose rows ``rows_path`` does not hold yet, appending each
-    cell's rows there as it finishes (a rerun resumes); then write ``summarise(rows)`` of all
-    rows to ``out_path``. Each finished cell's summary and the final table are printed."""
+    """Run ``replicate(cell_index, rep)`` for every ``rep < reps`` of every cell of ``cells``
+    (dicts of the columns that name a cell) that ``rows_path`` does not hold yet, appending
+    each cell's new rows there as it finishes (a rerun resumes; a larger ``reps`` extends the
+    cells, each replication keeping its own seed); then write ``summarise(rows)`` of all rows
+    to ``out_path``. Each extended cell's summary and the final table are printed. The rows
+    must carry a ``rep`` column."""
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     names = list(cells[0])
-    done = pd.read_csv(rows_path) if rows_path.exists() else pd.DataFrame(columns=names)
+    done = (pd.read_csv(rows_path) if rows_path.exists()
+            else pd.DataFrame(columns=[*names, "rep"]))
     for i, cell in enumerate(cells):
-        if (done[names] == pd.Series(cell)).all(axis=1).any():
+        mine = (done[names] == pd.Series(cell)).all(axis=1)
+        stored = set(done.loc[mine, "rep"].astype(int))
+        todo = [r for r in range(reps) if r not in stored]
+        if not todo:
             continue
-        rows = pd.DataFrame(Parallel(n_jobs=jobs)(delayed(replicate)(i, r) for r in range(reps)))
+        rows = pd.DataFrame(Parallel(n_jobs=jobs)(delayed(replicate)(i, r) for r in todo))
         done = pd.concat([done, rows], ignore_index=True)
         done.to_csv(rows_path, index=False, float_format="%.6g")
-        print(summarise(rows).round(3).to_string(index=False), flush=True)
+        mine = (done[names] == pd.Series(cell)).all(axis=1)
+        print(summarise(done[mine]).round(3).to_string(index=False), flush=True)
     table = summarise(done)
     table.to_csv(out_path, index=False, float_format="%.6g")
     print(table.round(3).to_string(index=False))

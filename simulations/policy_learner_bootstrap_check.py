@@ -17,8 +17,8 @@ of the fold policies' values, which is what ``value_`` estimates. The gap betwee
 the final policy's gain from learning on every row.
 
 Rows are appended per shift to
-``simulations/results/policy/policy_learner_bootstrap_check_rows.csv`` (a rerun skips the shifts
-already there) and summarised in
+``simulations/results/policy/policy_learner_bootstrap_check_rows.csv`` (a rerun adds only the data
+sets not there yet) and summarised in
 ``simulations/results/policy/policy_learner_bootstrap_check.csv``.
 
 Usage: ``python simulations/policy_learner_bootstrap_check.py [JOBS]`` (about 20 minutes on

@@ -3,22 +3,23 @@ an interval that covers the value of the trimmed target population, where its in
 interval, which treats the overlap region as fixed, falls short?
 
 Draws no study uses (``default_rng([990000, cell, rep])``) from the overlap grid's cells whose
-trimmed coverage was outside 0.93-0.97 in the ``policy-overlap`` study (``estimation`` with 10%
-and 30% of the target 5 SD outside the source; ``nonlinear`` shifted 4 SD and with 10% and 30%
-outside) and the ``estimation`` 4 SD cell at the band's edge; n_S = n_T = 2000, 100 data sets
-per cell. Each data set is fitted once with ``TargetPolicyValue(on_poor_overlap="trim")`` (the
-default nuisance models) and the optimal policy's value estimated with the influence interval
-and with ``inference="bootstrap"`` (100 resamples; every nuisance, and so the region, refitted
-on each); the truth is the value of the trimmed target population over the fitted region (Monte
-Carlo, 100,000 draws). Coverage is reported for the influence interval, the bootstrap
-percentile interval and the normal interval with the bootstrap SE.
+trimmed coverage was outside 0.93-0.97 in the ``policy-overlap`` study (``estimation`` with 10% and
+30% of the target 5 SD outside the source; ``nonlinear`` shifted 4 SD and with 10% and 30% outside)
+and the ``estimation`` 4 SD cell at the band's edge; n_S = n_T = 2000, 200 data sets per cell (the
+``policy-overlap`` study's number per cell; the first 100 were run first, the rest added by a
+resumed run). Each data set is fitted once with ``TargetPolicyValue(on_poor_overlap="trim")`` (the
+default nuisance models) and the optimal policy's value estimated with the influence interval and
+with ``inference="bootstrap"`` (100 resamples; every nuisance, and so the region, refitted on
+each); the truth is the value of the trimmed target population over the fitted region (Monte Carlo,
+100,000 draws). Coverage is reported for the influence interval, the bootstrap percentile interval
+and the normal interval with the bootstrap SE.
 
 Rows are appended per cell to ``simulations/results/policy/policy_trim_bootstrap_check_rows.csv``
-(a rerun skips the cells already there) and summarised in
+(a rerun adds only the data sets not there yet) and summarised in
 ``simulations/results/policy/policy_trim_bootstrap_check.csv``.
 
-Usage: ``python simulations/policy_trim_bootstrap_check.py [JOBS]`` (about 80 minutes on
-2 cores).
+Usage: ``python simulations/policy_trim_bootstrap_check.py [JOBS]`` (about 160 minutes
+on 2 cores).
 """
 import sys
 import warnings
@@ -31,7 +32,7 @@ from threadpoolctl import threadpool_limits
 from causalkit.policy import TargetPolicyValue, dgps
 
 SEED = 990000
-REPS = 100
+REPS = 200
 N_BOOT = 100
 CELLS = (("estimation", "10% outside"), ("estimation", "30% outside"),
          ("nonlinear", "4 SD"), ("nonlinear", "10% outside"), ("nonlinear", "30% outside"),
