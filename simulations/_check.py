@@ -31,7 +31,7 @@ def run_cells(cells, replicate, summarise, *, reps, rows_path, out_path, jobs=2)
         if not todo:
             continue
         rows = pd.DataFrame(Parallel(n_jobs=jobs)(delayed(replicate)(i, r) for r in todo))
-        done = pd.concat([done, rows], ignore_index=True)
+        done = pd.concat([done, rows], ignore_index=True) if len(done) else rows
         done.to_csv(rows_path, index=False, float_format="%.6g")
         mine = (done[names] == pd.Series(cell)).all(axis=1)
         print(summarise(done[mine]).round(3).to_string(index=False), flush=True)
