@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["STUDIES", "run_named_study", "study_main", "add_study_arguments", "list_studies",
-           "default_out", "compact_table", "write_manifest", "difference_in_means_study"]
+__all__ = ["STUDIES", "committed_results", "run_named_study", "study_main",
+           "add_study_arguments", "list_studies", "default_out", "compact_table",
+           "write_manifest", "difference_in_means_study"]
 
 #: study name -> (module, function)
 STUDIES = {
@@ -94,6 +95,16 @@ def default_out(name: str, quick: bool = False) -> Path:
     """Default results folder of a study: ``results/NAME`` (``results/NAME/quick`` if quick)."""
     base = Path("results") / name
     return base / "quick" if quick else base
+
+
+def committed_results(name: str, results=None) -> Path | None:
+    """The committed results folder of study (or driver) ``name``: ``simulations/results/NAME``
+    of the source tree, or ``NAME`` under ``results`` when given; ``None`` when it is not there
+    (an installed package carries no results)."""
+    root = Path(results) if results is not None else (
+        Path(__file__).resolve().parents[1] / "simulations" / "results")
+    folder = root / name
+    return folder if folder.is_dir() else None
 
 
 def compact_table(table: pd.DataFrame, width: int = 100) -> str:

@@ -35,7 +35,6 @@
 # %%
 import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -44,6 +43,7 @@ from causalkit.borrowing import AdaptiveBorrowing, InfluenceBorrowing
 from causalkit.borrowing.designs import paper_a_design
 from causalkit.datasets import NSW_COVARIATES, NSW_EXPERIMENTAL_BENCHMARK, load_nsw_cps
 from causalkit.exceptions import CausalkitWarning
+from causalkit.studies import committed_results
 
 QUICK = os.environ.get("CAUSALKIT_QUICK") == "1"
 warnings.simplefilter("ignore", CausalkitWarning)
@@ -103,15 +103,7 @@ for key, (title, load) in ANALYSES.items():
 # benchmark:
 
 # %%
-def results_dir(name):
-    for base in (Path.cwd(), Path.cwd().parent):
-        cand = base / "simulations" / "results" / name
-        if cand.exists():
-            return cand
-    return None
-
-
-psid_dir = results_dir("borrowing-nsw-psid")
+psid_dir = committed_results("borrowing-nsw-psid")
 psid_file = None if psid_dir is None else psid_dir / "borrowing-nsw-psid_summary.csv"
 if psid_file is not None and psid_file.exists():
     psid = pd.read_csv(psid_file, index_col=[0, 1]).loc["nsw-psid"]
@@ -161,9 +153,9 @@ print(f"truth 1.0; estimate {influence.value:.3f}; influence SE {influence.std_e
 # whatever the bias, report the trial-only interval.
 
 # %%
-boot_dir = results_dir("borrowing-bootstrap-adaptive")
+boot_dir = committed_results("borrowing-bootstrap-adaptive")
 boot_file = None if boot_dir is None else boot_dir / "borrowing-bootstrap-adaptive_summary.csv"
-check_dir = results_dir("borrowing")
+check_dir = committed_results("borrowing")
 check_file = None if check_dir is None else check_dir / "borrowing_interval_check.csv"
 if boot_file is not None and boot_file.exists():
     cover = pd.read_csv(boot_file).set_index("scenario")
@@ -189,7 +181,7 @@ if check_file is not None and check_file.exists():
 # trial-only's in the same cell):
 
 # %%
-grid_dir = results_dir("borrowing-grid-core")
+grid_dir = committed_results("borrowing-grid-core")
 grid_file = None if grid_dir is None else grid_dir / "borrowing-grid-core_summary.csv"
 if grid_file is not None and grid_file.exists():
     grid = pd.read_csv(grid_file, index_col=[0, 1])
@@ -216,7 +208,7 @@ if grid_file is not None and grid_file.exists():
 # biased by the stated amount; `causalkit simulate borrowing-paper-a`) shows the first effect:
 
 # %%
-paper_dir = results_dir("borrowing")
+paper_dir = committed_results("borrowing")
 paper_file = None if paper_dir is None else paper_dir / "paper_a_summary.csv"
 if paper_file is not None and paper_file.exists():
     paper = pd.read_csv(paper_file, index_col=[0, 1])
@@ -237,7 +229,7 @@ if paper_file is not None and paper_file.exists():
 # way.
 
 # %%
-all_dir = results_dir("borrowing-grid")
+all_dir = committed_results("borrowing-grid")
 all_file = None if all_dir is None else all_dir / "borrowing-grid_summary.csv"
 if all_file is not None and all_file.exists():
     every = pd.read_csv(all_file, index_col=[0, 1])["rmse_ratio"].unstack("estimator")

@@ -35,7 +35,6 @@
 # %%
 import os
 import warnings
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -56,6 +55,7 @@ from causalkit.longterm import (
 )
 from causalkit.longterm.plots import plot_ess, plot_weights
 from causalkit.plotting import plot_estimates
+from causalkit.studies import committed_results
 
 QUICK = os.environ.get("CAUSALKIT_QUICK") == "1"
 warnings.simplefilter("ignore", CausalkitWarning)
@@ -157,17 +157,9 @@ pd.Series(pehe, name="sqrt PEHE").round(3)
 # "(bootstrap)").
 
 # %%
-def results_dir(name):
-    for base in (Path.cwd(), Path.cwd().parent):
-        cand = base / "simulations" / "results" / name
-        if cand.exists():
-            return cand
-    return None
-
-
 def study_table(name, shown, reference="SequentialRegression"):
     """The committed summary of study ``name``: one column block per setting."""
-    folder = results_dir(name)
+    folder = committed_results(name)
     if folder is None or not (folder / f"{name}_summary.csv").exists():
         return (f"No committed results of {name} with the current defaults: run "
                 f"`causalkit simulate {name} --out simulations/results/{name}`")
@@ -210,7 +202,7 @@ study_table("longterm-ihdp", shown)
 # and, at 40% drop-out, follows both estimators' spread as n grows.
 
 # %%
-bound_dir = results_dir("longterm")
+bound_dir = committed_results("longterm")
 if bound_dir is not None and (bound_dir / "longterm_efficiency_bound.csv").exists():
     display(pd.read_csv(bound_dir / "longterm_efficiency_bound.csv").set_index("setting")[
         ["bound_sd", "sequential_regression_sd", "monotone_aipw_sd", "monotone_aipw_mean_se",
@@ -283,7 +275,7 @@ pd.DataFrame(rows).T.round(3)
 # better) with their Monte Carlo SEs.
 
 # %%
-net_dir = results_dir("longterm-balancenet")
+net_dir = committed_results("longterm-balancenet")
 if net_dir is not None:
     nets_summary = pd.read_csv(net_dir / "longterm-balancenet_summary.csv")
     paired = pd.read_csv(net_dir / "longterm-balancenet_paired.csv")

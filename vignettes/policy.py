@@ -23,6 +23,8 @@ import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+from IPython.display import display
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
@@ -31,6 +33,7 @@ from sklearn.preprocessing import PolynomialFeatures
 from causalkit.plotting import plot_estimates
 from causalkit.policy import TargetPolicyLearner, TargetPolicyValue, dgps
 from causalkit.policy.plots import plot_policy_map
+from causalkit.studies import committed_results
 
 QUICK = os.environ.get("CAUSALKIT_QUICK") == "1"
 N = 800 if QUICK else 3000
@@ -151,6 +154,72 @@ plot_policy_map(target_rule, Xt, features=(0, 2), ax=axes[0], title="target-trai
 plot_policy_map(source_rule, Xt, features=(0, 2), ax=axes[1], title="source-trained tree")
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## What the studies show
+#
+# One data set shows how the calls work, not how often they are right. The committed studies
+# under `simulations/results/` repeat each question over many draws (rerun any of them with
+# `causalkit simulate NAME`); the tables below read their summaries.
+#
+# **Overlap grid** (`policy-overlap`): the target is shifted 0 to 8 SD, or 10% / 30% of it is
+# moved outside the source's support, on a linear and a nonlinear design. For the default fit:
+# the share of fits flagged (an `OverlapWarning`), the coverage of the target value, the share
+# of fits whose interval misses the truth by more than 3 SE, and the share that miss so without
+# a flag; for `on_poor_overlap="trim"`: the coverage of the trimmed population's value by the
+# influence interval (at 8 SD no overlap region is left and the trimmed fit is an error).
+
+# %%
+overlap_dir = committed_results("policy-overlap")
+if overlap_dir is not None:
+    grid = pd.read_csv(overlap_dir / "policy-overlap-summary.csv")
+    default = grid[grid["estimator"] == "default"].set_index(["design", "case"])
+    trimmed = grid[grid["estimator"] == "trim"].set_index(["design", "case"])
+    display(pd.DataFrame({
+        "flagged": default["mean_flagged"], "coverage": default["coverage"],
+        "miss > 3 SE": default["mean_miss_3se"],
+        "miss > 3 SE, unflagged": default["mean_miss_3se_unflagged"],
+        "trimmed: coverage (influence)": trimmed["coverage"],
+        "trimmed: target units dropped": trimmed["mean_n_trimmed_target"]}).round(3))
+
+# %% [markdown]
+# A trimmed fit's default interval is the two-sample pipeline bootstrap, which refits the
+# overlap region on every resample; `simulations/policy_trim_bootstrap_check.py` sets it beside
+# the influence interval on the cells where the latter strays, on draws the study does not use:
+
+# %%
+check_dir = committed_results("policy")
+if check_dir is not None:
+    trim_check = pd.read_csv(check_dir / "policy_trim_bootstrap_check.csv")
+    display(trim_check.set_index(["design", "case"])[
+        ["reps", "coverage_influence", "coverage_percentile", "influence_se_over_sd",
+         "bootstrap_se_over_sd"]].round(3))
+
+# %% [markdown]
+# **Learning** (`policy-econml`, `policy-objective`, `policy-bootstrap`; the `learning` design
+# above). Regret (optimum minus the learned rule's true target value) of the target-trained
+# exact tree and linear rule against econml's `DRPolicyTree` and `DRPolicyForest` with the same
+# nuisance models; the regret of each `objective`; and the coverage of the learned rule's true
+# value by the learner's default interval, its percentile form and its influence interval.
+
+# %%
+econml_dir = committed_results("policy-econml")
+if econml_dir is not None:
+    econml = pd.read_csv(econml_dir / "policy-econml-summary.csv")
+    display(econml.pivot_table(index="estimator", columns="shift",
+                               values=["regret", "mean_seconds"])
+            .reindex(columns=["none", "moderate", "strong"], level=1).round(3))
+objective_dir = committed_results("policy-objective")
+if objective_dir is not None:
+    objective = pd.read_csv(objective_dir / "policy-objective-summary.csv")
+    display(objective.pivot_table(index="policy_class", columns="estimator",
+                                  values=["regret", "mean_picked_source"]).round(3))
+bootstrap_dir = committed_results("policy-bootstrap")
+if bootstrap_dir is not None:
+    bootstrap = pd.read_csv(bootstrap_dir / "policy-bootstrap-summary.csv")
+    display(bootstrap.set_index("scenario")[
+        ["n_reps", "mean_covers_true_value", "mean_percentile_covers_true_value",
+         "mean_influence_covers_true_value"]].round(3))
 
 # %% [markdown]
 # ## Notes

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from causalkit.studies import committed_results
+
 __all__ = ["DRIVERS", "COLUMNS", "MARKDOWN_COLUMNS", "paper_comparison", "markdown",
            "results_dir"]
 
@@ -37,12 +39,11 @@ def results_dir(driver: str, results=None) -> Path:
     source tree unless ``results`` names the parent folder)."""
     if driver not in DRIVERS:
         raise ValueError(f"driver must be one of {DRIVERS}; got {driver!r}")
-    root = Path(results) if results is not None else (
-        Path(__file__).resolve().parents[2] / "simulations" / "results")
-    folder = root / driver
-    if not (folder / "MANIFEST.json").exists():
-        raise FileNotFoundError(f"no committed results for {driver!r} in {folder} "
-                                "(the tables read simulations/results/ of a source checkout)")
+    folder = committed_results(driver, results)
+    if folder is None or not (folder / "MANIFEST.json").exists():
+        raise FileNotFoundError(f"no committed results for {driver!r} "
+                                f"(in {results or 'simulations/results'}; the tables read "
+                                "simulations/results/ of a source checkout)")
     return folder
 
 
