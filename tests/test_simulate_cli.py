@@ -75,3 +75,14 @@ def test_user_errors_exit_2_with_one_line(args, message):
     code, _, err = _causalkit("simulate", *args)
     assert code == 2 and err.strip().splitlines() == [err.strip()]
     assert err.startswith("causalkit simulate: ") and message in err
+
+
+def test_committed_results_finds_a_study_folder_or_says_none(tmp_path):
+    from causalkit.studies import committed_results
+
+    folder = committed_results("longterm-linear")
+    assert folder is not None and (folder / "MANIFEST.json").exists()
+    assert committed_results("no-such-study") is None
+    (tmp_path / "mine").mkdir()
+    assert committed_results("mine", results=tmp_path) == tmp_path / "mine"
+    assert committed_results("longterm-linear", results=tmp_path) is None
