@@ -129,9 +129,10 @@ def _best_root_split(j, X, gamma, order, group, n_groups, min_leaf, pa, pb, bins
     if not cut.any():
         return None
     left, right = np.full(n, -np.inf), np.full(n, -np.inf)
-    scan_children(np.ascontiguousarray(group[:, order]), n_groups,
-                   np.ascontiguousarray(gamma[order]), cut, min_leaf, pa, pb,
-                   np.ascontiguousarray(need[:, :, position_bin]), left, right)
+    children = np.flatnonzero(need.any(axis=(0, 2)))   # only these are gathered and scanned
+    scan_children(group[children][:, order], n_groups[children],
+                  np.ascontiguousarray(gamma[order]), cut, min_leaf, pa, pb,
+                  need[:, children][:, :, position_bin], left, right)
     total = np.where(cut, left + right, -np.inf)
     i = int(np.argmax(total))
     if total[i] == -np.inf:
