@@ -15,19 +15,20 @@ def sd_ratio(errors, reference, rng, n_boot=2000):
 
 def run_cells(cells, replicate, summarise, *, reps, rows_path, out_path, jobs=2):
     """Run ``replicate(cell_index, rep)`` for every ``rep < reps`` of every cell of ``cells``
-    (dicts of the columns that name a cell) that ``rows_path`` does not hold yet, appending
-    each cell's new rows there as it finishes (a rerun resumes; a larger ``reps`` extends the
-    cells, each replication keeping its own seed); then write ``summarise(rows)`` of all rows
-    to ``out_path``. Each extended cell's summary and the final table are printed. The rows
-    must carry a ``rep`` column."""
+    (dicts of the columns that name a cell; ``reps`` an int or one per cell) that ``rows_path``
+    does not hold yet, appending each cell's new rows there as it finishes (a rerun resumes; a
+    larger ``reps`` extends the cells, each replication keeping its own seed); then write
+    ``summarise(rows)`` of all rows to ``out_path``. Each extended cell's summary and the final
+    table are printed. The rows must carry a ``rep`` column."""
     rows_path.parent.mkdir(parents=True, exist_ok=True)
     names = list(cells[0])
+    per_cell = [reps] * len(cells) if isinstance(reps, int) else list(reps)
     done = (pd.read_csv(rows_path) if rows_path.exists()
             else pd.DataFrame(columns=[*names, "rep"]))
     for i, cell in enumerate(cells):
         mine = (done[names] == pd.Series(cell)).all(axis=1)
         stored = set(done.loc[mine, "rep"].astype(int))
-        todo = [r for r in range(reps) if r not in stored]
+        todo = [r for r in range(per_cell[i]) if r not in stored]
         if not todo:
             continue
         rows = pd.DataFrame(Parallel(n_jobs=jobs)(delayed(replicate)(i, r) for r in todo))
