@@ -45,3 +45,10 @@ def test_a_rerun_adds_only_the_missing_replications(tmp_path):
     stored = pd.read_csv(rows)
     assert sorted(zip(stored["design"], stored["rep"], strict=True)) == [
         (d, r) for d in "ab" for r in range(4)]
+
+
+def test_reps_can_differ_by_cell(tmp_path):
+    table = _check.run_cells(CELLS, _replicate, _summarise, reps=[1, 3],
+                             rows_path=tmp_path / "rows.csv", out_path=tmp_path / "out.csv",
+                             jobs=1)
+    assert table["reps"].tolist() == [1, 3]
