@@ -55,7 +55,7 @@ def replicate(cell, rep):
     with threadpool_limits(1):
         est = TargetPolicyValue(on_poor_overlap="trim", random_state=rep).fit(
             data["X_source"], data["y"], data["treatment"], X_target=data["X_target"])
-        influence = est.estimate(policy)
+        influence = est.estimate(policy, inference="influence")
         boot = est.estimate(policy, inference="bootstrap", n_boot=N_BOOT)
     truth = dgps.true_value(design, policy, shift, outside_share=outside,
                             region=est.overlap_region, n_mc=100_000, seed=rep)
