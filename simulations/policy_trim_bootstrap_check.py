@@ -19,8 +19,8 @@ Rows are appended per cell to ``simulations/results/policy/policy_trim_bootstrap
 (a rerun adds only the data sets not there yet) and summarised in
 ``simulations/results/policy/policy_trim_bootstrap_check.csv``.
 
-Usage: ``python simulations/policy_trim_bootstrap_check.py [JOBS]`` (each data set takes about 50
-CPU seconds: about 5 hours with 2 jobs).
+Usage: ``python simulations/policy_trim_bootstrap_check.py [JOBS]`` (about 18 CPU seconds per
+data set: about 105 minutes with 2 jobs).
 """
 import sys
 import warnings
