@@ -97,13 +97,15 @@ def default_out(name: str, quick: bool = False) -> Path:
     return base / "quick" if quick else base
 
 
+#: ``simulations/results`` of the source tree: where the committed study results live.
+RESULTS_ROOT = Path(__file__).resolve().parents[1] / "simulations" / "results"
+
+
 def committed_results(name: str, results=None) -> Path | None:
-    """The committed results folder of study (or driver) ``name``: ``simulations/results/NAME``
-    of the source tree, or ``NAME`` under ``results`` when given; ``None`` when it is not there
-    (an installed package carries no results)."""
-    root = Path(results) if results is not None else (
-        Path(__file__).resolve().parents[1] / "simulations" / "results")
-    folder = root / name
+    """The committed results folder of study (or driver) ``name``: ``NAME`` under
+    :data:`RESULTS_ROOT`, or under ``results`` when given; ``None`` when it is not there (an
+    installed package carries no results)."""
+    folder = (RESULTS_ROOT if results is None else Path(results)) / name
     return folder if folder.is_dir() else None
 
 

@@ -29,7 +29,6 @@ all root bins and child features fall; with rewards that are pure noise fewer do
 case is the search without bounds plus the histograms.
 """
 
-
 from __future__ import annotations
 
 import numpy as np

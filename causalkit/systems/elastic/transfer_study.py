@@ -210,7 +210,9 @@ def transfer(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", sched
 
 
 def _default_out(quick: bool) -> Path:
-    out = Path(__file__).resolve().parents[3] / "simulations" / "results" / "liver" / "transfer"
+    from causalkit.studies import RESULTS_ROOT
+
+    out = RESULTS_ROOT / "liver" / "transfer"
     return out / "quick" if quick else out
 
 
