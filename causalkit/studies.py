@@ -103,7 +103,7 @@ RESULTS_ROOT = Path(__file__).resolve().parents[1] / "simulations" / "results"
 
 def committed_results(name: str, results=None) -> Path | None:
     """The committed results folder of study (or driver) ``name``: ``NAME`` under
-    :data:`RESULTS_ROOT`, or under ``results`` when given; ``None`` when it is not there (an
+    ``RESULTS_ROOT``, or under ``results`` when given; ``None`` when it is not there (an
     installed package carries no results)."""
     folder = (RESULTS_ROOT if results is None else Path(results)) / name
     return folder if folder.is_dir() else None
