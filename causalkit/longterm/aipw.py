@@ -154,7 +154,12 @@ class MonotoneAIPW(MonotoneEstimator):
         per stage (100 data sets, 100 resamples; ``simulations/longterm_bootstrap_check.py``,
         ``simulations/results/longterm/longterm_bootstrap_check.csv``) its median SE was 0.86
         of the SD here and 0.87 for :class:`SequentialTMLE` (substitution: 1.21 and 1.31), and
-        its percentile interval covered 0.91 for both (substitution: 0.97 and 0.98).
+        its percentile interval covered 0.91 for both (substitution: 0.97 and 0.98). The
+        substitution variance assumes the outcome chain right: with a wrong (constant) chain
+        its SE is about half the SD and its coverage falls as n grows (0.872, 0.852 and 0.788
+        at 30% drop-out and n = 1000, 4000 and 16,000), where the empirical one gives 0.938,
+        0.948 and 0.922 (``simulations/results/longterm/longterm_dr_by_n.csv``; the trade-off
+        between them is in :class:`SequentialTMLE`'s docstring).
     weight_cap : float
         Cap on the cumulative weight ``1 / (e_A(X) r_t(H_t))`` (reported as ``n_capped_``, with
         a ``ClippingWarning`` when it binds); default none, as in
