@@ -156,9 +156,9 @@ class MonotoneAIPW(MonotoneEstimator):
         of the SD here and 0.87 for :class:`SequentialTMLE` (substitution: 1.21 and 1.31), and
         its percentile interval covered 0.91 for both (substitution: 0.97 and 0.98). The
         substitution variance assumes the outcome chain right: with a wrong (constant) chain
-        its SE is about half the SD and its coverage falls as n grows (0.872, 0.852 and 0.788
-        at 30% drop-out and n = 1000, 4000 and 16,000), where the empirical one gives 0.938,
-        0.948 and 0.922 (``simulations/results/longterm/longterm_dr_by_n.csv``; the trade-off
+        its SE is about half the SD and its coverage falls as n grows (0.8725, 0.8525 and 0.7875
+        at 30% drop-out and n = 1000, 4000 and 16,000), where the empirical one gives 0.9375,
+        0.9475 and 0.9225 (``simulations/results/longterm/longterm_dr_by_n.csv``; the trade-off
         between them is in :class:`SequentialTMLE`'s docstring).
     weight_cap : float
         Cap on the cumulative weight ``1 / (e_A(X) r_t(H_t))`` (reported as ``n_capped_``, with
