@@ -6,9 +6,9 @@ With a constant (wrong) outcome chain SequentialTMLE equals ``SequentialIPW(norm
 the ratio (Hajek) form, whose bias is a finite-sample one: it vanishes as n grows, and faster than
 the SD, so that in Monte Carlo SE units it shrinks. In ``causalkit simulate longterm-linear``
 (n = 1000) that bias is -2.5 and -3.9 MC SE at 30% and 40% drop-out per stage. The default
-(substitution) variance is that of the efficient influence function, whose stage terms are
-uncorrelated only when the chain is right; the empirical variance of the estimated influence
-function (``variance="empirical"``) needs no such assumption.
+(substitution) variance integrates a model of the squared stage residuals built for the right
+chain; the empirical variance of the estimated influence function (``variance="empirical"``)
+needs no model.
 
 This fits SequentialTMLE and MonotoneAIPW, both with their default weights, once with the
 default chain (OLS per stage and arm: right here) and once with a constant one
