@@ -231,21 +231,24 @@ if bound_dir is not None and (bound_dir / "longterm_efficiency_bound.csv").exist
 
 # %%
 if bound_dir is not None and (bound_dir / "longterm_dr_by_n.csv").exists():
-    display(pd.read_csv(bound_dir / "longterm_dr_by_n.csv").set_index(
-        ["chain", "estimator", "setting", "n"]).sort_index()[
+    by_n = pd.read_csv(bound_dir / "longterm_dr_by_n.csv")
+    display(by_n.set_index(["chain", "estimator", "setting", "n"]).sort_index()[
         ["bias", "bias_over_mc_se", "sd_times_sqrt_n_over_1000", "coverage_substitution",
          "coverage_empirical", "coverage_max"]].round(3))
+    # the range of each standard error's coverage over the 12 rows of each chain
+    display(by_n.groupby("chain")[["coverage_substitution", "coverage_empirical",
+                                   "coverage_max"]].agg(["min", "max"]))
 
 # %% [markdown]
 # With the right chain both estimators are unbiased at every size and the default interval
 # covers, conservatively (up to 0.98) at n = 1000 and 4000. With a constant chain the AIPW
 # stays unbiased, as its weights are right; the TMLE, which then equals the ratio (Hajek) form
 # of the inverse weighting, carries that form's finite-sample bias, which shrinks as n grows
-# faster than the spread (`bias_over_mc_se`). The default (substitution) SE assumes the chain
-# right and is too short with a wrong one, the more so as n grows; the empirical SE does better
-# there but is short with the right chain at heavy drop-out, and the larger of the two
-# over-covers with the right chain. No one choice covers in every row, so the default keeps the
-# one that is right when the chain is.
+# faster than the spread (`bias_over_mc_se`). The default (substitution) SE models each stage
+# residual's mean as well as its spread, so with a wrong chain it estimates the variance of the
+# influence function at that chain, an upper bound for the estimator's, and its interval covers
+# with either chain (the ranges in the second table); the empirical SE is short at heavy
+# drop-out, and the larger of the two over-covers.
 #
 # ## Which weights?
 #

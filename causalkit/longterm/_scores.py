@@ -123,11 +123,32 @@ def check_variance(variance) -> str:
 
 def _squared_residual_model():
     """Poisson (log-link) regression on standardised columns: a positive mean for the squared
-    residuals, consistent for ``E[D^2 | H]`` when it is log-linear (quasi-likelihood)."""
+    residuals, consistent for their conditional mean when it is log-linear (quasi-likelihood)."""
     from sklearn.linear_model import PoissonRegressor
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
     return make_pipeline(StandardScaler(), PoissonRegressor(alpha=1e-4, max_iter=300))
+
+
+def second_moment(history: np.ndarray, residual: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """``E[D^2 | H]`` at the histories ``at``, fitted on ``(history, residual)``, as
+    ``mu(H)^2 + v(H)``: ``mu`` the least-squares fit of ``D`` on ``H`` and ``v`` a Poisson
+    (log-link) regression of the squared centred residuals ``(D - mu(H))^2`` on ``H``.
+
+    With the outcome chain right, ``D`` has conditional mean 0 and ``mu`` is close to 0 (exactly
+    0 for in-sample least-squares residuals on the same columns). With a wrong chain, ``D``
+    carries the chain's error: for a constant chain and a linear truth ``E[D^2 | H]`` is
+    quadratic in ``H``, largest in the tails where the heavy weights sit, and a log-linear
+    model of ``D^2`` alone misses most of it (see :func:`substitution_variance`)."""
+    from sklearn.linear_model import LinearRegression
+    mean = LinearRegression().fit(history, residual)
+    centred = (residual - mean.predict(history)) ** 2
+    out = mean.predict(at) ** 2
+    level = centred.mean()
+    if level > 0:                       # fitted on the unit scale: the penalty is then free of
+        out += level * fit_clone(       # the outcome's units
+            _squared_residual_model(), history, centred / level).predict(at)
+    return out
 
 
 def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
@@ -154,13 +175,32 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     of the substitution variance estimators of Tran, Petersen, Schwab & van der Laan ("Robust
     variance estimation and inference for causal effect estimation", arXiv:1810.03030; the
     ``variance.method = "tmle"`` of ``ltmle``), here in a simpler plug-in form (one stage
-    integrated at a time). ``sigma^2_at`` is a Poisson (log-link) regression
-    of ``D_at^2`` on ``H_t`` among the arm's stage-``t`` responders; ``e1`` and ``lam`` are
+    integrated at a time). ``sigma^2_at`` is fitted among the arm's stage-``t`` responders by
+    :func:`second_moment`: the square of a least-squares fit of ``D_at`` on ``H_t`` plus a
+    Poisson (log-link) regression of the squared centred residuals; ``e1`` and ``lam`` are
     clipped as in the estimator. When the residuals are in-sample least-squares residuals,
     ``leverage`` (n, T, 2) holds each unit's leverage ``h`` in its stage regression
     (:func:`~causalkit.longterm._sandwich.chain_leverage`) and the leave-one-out residual
     ``D / (1 - h)`` replaces ``D`` (the HC3 term; MacKinnon & White 1985, *J. Econometrics*
     29(3); Long & Ervin 2000, *Amer. Statist.* 54(3), recommend it for small samples).
+
+    Why the residuals' mean is modelled. With the outcome chain right, ``D_at`` has conditional
+    mean 0 and ``sigma^2_at`` is its conditional variance. With a wrong chain it also carries
+    the chain's error, ``E[D^2 | H] = mu(H)^2 + Var(D | H)``; for a constant chain and a linear
+    truth ``mu`` is linear, so ``sigma^2_at`` is quadratic in ``H`` and largest in the tails of
+    the history, where the heavy weights sit. A log-linear model of ``D^2`` alone misses that
+    (:func:`second_moment` fits ``mu`` by least squares and the variance log-linearly; with the
+    right in-sample least-squares chain ``mu`` vanishes and nothing changes). The variance of
+    ``phi`` at the wrong chain is then an upper bound for the estimator's: estimating correctly
+    specified weight models by maximum likelihood subtracts the projection of ``phi`` on their
+    scores (Robins, Rotnitzky & Zhao 1994, *JASA* 89(427); Tsiatis 2006, ch. 9). Checked on
+    draws no study uses (``simulations/longterm_dr_by_n.py``, seeds ``[712000, rate, n, r]``,
+    the linear design at 30% and 40% drop-out per stage, n = 1000, 4000 and 16,000, 400 draws
+    each, a constant chain): the coverage of :class:`~causalkit.longterm.MonotoneAIPW`'s and
+    :class:`~causalkit.longterm.SequentialTMLE`'s default intervals is 0.95-0.975 in all 12
+    cells, where the log-linear model of ``D^2`` alone gave 0.725-0.8775 (that check's results
+    at commit c44f9bb); with the right chain they are 0.9425-0.98, as before but for
+    one draw in two cells.
 
     Why HC3 and not HC2, which the least-squares sandwich of
     :mod:`causalkit.longterm._sandwich` uses. An in-sample residual's variance is
@@ -185,14 +225,12 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
             responders = data.responders(k) & (data.a == arm)
             at_risk = data.at_risk(k) & (data.a == arm)
             residual = D[responders, k, arm]
-            squared = (residual if leverage is None
-                       else loo_residual(residual, leverage[responders, k, arm])) ** 2
-            if not responders.any() or not squared.any():
+            if leverage is not None:
+                residual = loo_residual(residual, leverage[responders, k, arm])
+            if not responders.any() or not residual.any():
                 continue
-            level = squared.mean()          # fitted on the unit scale: the penalty is then
-            sigma2 = level * fit_clone(     # free of the outcome's units
-                _squared_residual_model(), data.history(k, responders),
-                squared / level).predict(data.history(k, at_risk))
+            sigma2 = second_moment(data.history(k, responders), residual,
+                                   data.history(k, at_risk))
             r_before = np.exp(log_lam[at_risk, :k].sum(axis=1))
             variance += float(np.sum(sigma2 / (e_arm[at_risk] ** 2 * r_before ** 2
                                                * lam[at_risk, k]))) / n

@@ -141,8 +141,8 @@ class MonotoneAIPW(MonotoneEstimator):
     variance : {"substitution", "empirical"}
         Estimator of the influence function's variance behind the standard error.
         ``"substitution"`` (default, :func:`~causalkit.longterm._scores.substitution_variance`)
-        averages each stage's term over the units at risk with a model of the squared
-        residuals (for in-sample least-squares chains the leave-one-out residuals
+        averages each stage's term over the units at risk with a model of the residuals'
+        second moment (for in-sample least-squares chains the leave-one-out residuals
         ``D / (1 - h)``, ``h`` the leverage, as HC3 does: the function's docstring says why
         and gives the coverage that chose it); ``"empirical"`` is the sample variance of the
         scores, which under heavy drop-out is too small (linear design, n = 1000, 150
@@ -155,11 +155,12 @@ class MonotoneAIPW(MonotoneEstimator):
         ``simulations/results/longterm/longterm_bootstrap_check.csv``) its median SE was 0.86
         of the SD here and 0.87 for :class:`SequentialTMLE` (substitution: 1.21 and 1.31), and
         its percentile interval covered 0.91 for both (substitution: 0.97 and 0.98). The
-        substitution variance assumes the outcome chain right: with a wrong (constant) chain
-        its SE is about half the SD and its coverage falls as n grows (0.8725, 0.8525 and 0.7875
-        at 30% drop-out and n = 1000, 4000 and 16,000), where the empirical one gives 0.9375,
-        0.9475 and 0.9225 (``simulations/results/longterm/longterm_dr_by_n.csv``; the trade-off
-        between them is in :class:`SequentialTMLE`'s docstring).
+        substitution variance models each stage residual's conditional mean as well as its
+        spread, so it also covers with a wrong (constant) chain: 0.95, 0.97 and 0.9525 at 30%
+        drop-out and n = 1000, 4000 and 16,000, 0.96, 0.9625 and 0.96 at 40%, where the
+        empirical one gives 0.9375, 0.9475 and 0.9225 and 0.855, 0.875 and 0.915
+        (``simulations/results/longterm/longterm_dr_by_n.csv``; 400 draws per cell no study
+        uses).
     weight_cap : float
         Cap on the cumulative weight ``1 / (e_A(X) r_t(H_t))`` (reported as ``n_capped_``, with
         a ``ClippingWarning`` when it binds); default none, as in

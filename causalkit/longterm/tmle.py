@@ -86,19 +86,16 @@ class SequentialTMLE(MonotoneEstimator):
     n = 1000, 4000 and 16,000 at 40% drop-out per stage (-4.4, -2.6 and -1.3 MC SE), and
     -0.033, -0.009 and -0.002 at 30%.
 
-    The default interval assumes the outcome chain right. With a wrong chain the substitution
-    variance is too small, the more so as n grows: in the same check its coverage is 0.8575,
-    0.815 and 0.725 at 30% drop-out and n = 1000, 4000 and 16,000 (0.8675, 0.805 and 0.725 at
-    40%). Its integrated squared stage terms fall short of the sample's: the squared residuals
-    then hold the chain's error, which its log-linear model of them need not follow. (The stage
-    terms' cross products, which it leaves out, are not the cause: taking them from the sample
-    changes MonotoneAIPW's mean SE by less than 1%,
-    ``simulations/longterm_hybrid_variance_check.py``.) ``variance="empirical"`` gives 0.945,
-    0.9425 and 0.9225 there (0.850, 0.885 and 0.905 at 40%), but with the right chain it is
-    short at heavy drop-out (0.87 at 40% and n = 1000, where the default gives 0.9775), and the
-    larger of the two SEs over-covers with the right chain (0.98-0.9875 at 40%): no one of them
-    covers 0.93-0.97 with either chain, so the default keeps the one that is right when the
-    chain is.
+    The default interval also covers with a wrong chain. Its substitution variance models each
+    stage residual's conditional mean as well as its spread
+    (:func:`~causalkit.longterm._scores.substitution_variance` says why), so with a wrong chain
+    it estimates the variance of the influence function at that chain, which bounds the
+    estimator's from above. In the same check its coverage with a constant chain is 0.9525,
+    0.9675 and 0.95 at 30% drop-out and n = 1000, 4000 and 16,000 (0.975, 0.9675 and 0.965 at
+    40%), against 0.9625, 0.9775 and 0.945 (0.98, 0.98 and 0.9575) with the right chain; the
+    empirical variance (``variance="empirical"``) gives 0.945, 0.9425 and 0.9225 with the
+    constant chain and is short with the right one at heavy drop-out (0.87 at 40% and
+    n = 1000).
 
     All nuisance models are fitted on the whole sample, which the default parametric models
     (OLS per stage and arm, logistic regression) allow; for flexible learners use the
