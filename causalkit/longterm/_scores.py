@@ -200,7 +200,11 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     :class:`~causalkit.longterm.SequentialTMLE`'s default intervals is 0.95-0.975 in all 12
     cells, where the log-linear model of ``D^2`` alone gave 0.725-0.8775 (that check's results
     at commit c44f9bb); with the right chain they are 0.9425-0.98, as before but for
-    one draw in two cells.
+    one draw in two cells. With many history columns and few responders the least-squares mean
+    fitted to the HC3 residuals takes up a little of their spread: in ``causalkit simulate
+    longterm-ihdp`` (25 covariates, 139 treated) MonotoneAIPW's mean SE with the right chain is
+    0.2452 and 0.4519 at 15% and 30% drop-out per stage, against 0.2496 and 0.4667 with the
+    log-linear model alone (that study's results at commit c44f9bb); coverage 0.92 and 0.98.
 
     Why HC3 and not HC2, which the least-squares sandwich of
     :mod:`causalkit.longterm._sandwich` uses. An in-sample residual's variance is
