@@ -190,7 +190,8 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     truth ``mu`` is linear, so ``sigma^2_at`` is quadratic in ``H`` and largest in the tails of
     the history, where the heavy weights sit. A log-linear model of ``D^2`` alone misses that
     (:func:`second_moment` fits ``mu`` by least squares and the variance log-linearly; with the
-    right in-sample least-squares chain ``mu`` vanishes and nothing changes). The variance of
+    right in-sample least-squares chain ``mu`` is fitted to the leave-one-out residuals below,
+    which are nearly orthogonal to ``H``, and is small). The variance of
     ``phi`` at the wrong chain is then an upper bound for the estimator's: estimating correctly
     specified weight models by maximum likelihood subtracts the projection of ``phi`` on their
     scores (Robins, Rotnitzky & Zhao 1994, *JASA* 89(427); Tsiatis 2006, ch. 9). Checked on
