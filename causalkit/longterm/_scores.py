@@ -132,8 +132,9 @@ def _squared_residual_model():
 
 def second_moment(history: np.ndarray, residual: np.ndarray, at: np.ndarray) -> np.ndarray:
     """``E[D^2 | H]`` at the histories ``at``, fitted on ``(history, residual)``, as
-    ``mu(H)^2 + v(H)``: ``mu`` the least-squares fit of ``D`` on ``H`` and ``v`` a Poisson
-    (log-link) regression of the squared centred residuals ``(D - mu(H))^2`` on ``H``.
+    ``mu(H)^2 + v(H)``: ``mu`` the least-squares fit of ``D`` on the standardised ``H`` and
+    ``v`` a Poisson (log-link) regression of the squared centred residuals ``(D - mu(H))^2`` on
+    ``H``.
 
     With the outcome chain right, ``D`` has conditional mean 0 and ``mu`` is close to 0 (exactly
     0 for in-sample least-squares residuals on the same columns). With a wrong chain, ``D``
@@ -141,7 +142,10 @@ def second_moment(history: np.ndarray, residual: np.ndarray, at: np.ndarray) -> 
     quadratic in ``H``, largest in the tails where the heavy weights sit, and a log-linear
     model of ``D^2`` alone misses most of it (see :func:`substitution_variance`)."""
     from sklearn.linear_model import LinearRegression
-    mean = LinearRegression().fit(history, residual)
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    # standardised columns: the fit does not depend on the covariates' units to rounding
+    mean = make_pipeline(StandardScaler(), LinearRegression()).fit(history, residual)
     centred = (residual - mean.predict(history)) ** 2
     out = mean.predict(at) ** 2
     level = centred.mean()
