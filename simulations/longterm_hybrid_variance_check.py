@@ -8,8 +8,9 @@ the sum of the terms' second moments and of their cross products. The default (s
 variance replaces each ``E[c_t^2]``, which a sample sees only through the rare heavy-weight
 responders, by its integral over the units at risk, and drops the cross products, which vanish
 only when the chain is right (``simulations/longterm_dr_by_n.py``: with a constant chain its
-coverage fell to 0.79 as n grew, at the commit below). The *hybrid* variance keeps the substitution's integrated
-``E[c_t^2]`` and takes ``E[c_0^2]`` and every cross product from the sample:
+coverage fell to 0.79 as n grew, at the commit below). The *hybrid* variance keeps the
+substitution's integrated ``E[c_t^2]`` and takes ``E[c_0^2]`` and every cross product from the
+sample:
 
 .. math::
 
