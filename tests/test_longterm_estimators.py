@@ -239,16 +239,21 @@ def test_second_moment_follows_a_residual_with_a_conditional_mean():
     assert np.quantile(np.abs(loglinear / truth - 1), 0.9) > 0.5
 
 
-def test_second_moment_of_least_squares_residuals_is_the_log_linear_fit():
+@pytest.mark.parametrize("hc3", [False, True])
+def test_second_moment_of_least_squares_residuals_is_the_log_linear_fit(hc3):
     """In-sample least-squares residuals have no linear mean on their own regressors, so the
-    squared-mean part vanishes and the log-linear model of the squared residuals is all."""
+    squared-mean part vanishes and the log-linear model of the squared residuals is all; with
+    the chain's leverages, of the squared leave-one-out residuals ``D / (1 - h)`` (HC3)."""
     rng = np.random.default_rng(12)
-    H = rng.normal(size=(3000, 4))
-    y = H @ [1.0, 2.0, 0.0, -1.0] + rng.normal(size=3000) * np.exp(0.3 * H[:, 0])
+    H = rng.normal(size=(300, 4))
+    y = H @ [1.0, 2.0, 0.0, -1.0] + rng.normal(size=300) * np.exp(0.3 * H[:, 0])
     D = y - LinearRegression().fit(H, y).predict(H)
-    level = np.mean(D ** 2)
-    loglinear = level * _squared_residual_model().fit(H, D ** 2 / level).predict(H[:500])
-    np.testing.assert_allclose(second_moment(H, D, H[:500]), loglinear, rtol=1e-6)
+    design = np.c_[np.ones(len(H)), H]
+    h = np.einsum("ij,ji->i", design, np.linalg.pinv(design)) if hc3 else None
+    squared = (D / (1 - h) if hc3 else D) ** 2
+    level = np.mean(squared)
+    loglinear = level * _squared_residual_model().fit(H, squared / level).predict(H[:50])
+    np.testing.assert_allclose(second_moment(H, D, H[:50], h), loglinear, rtol=1e-6)
 
 
 @pytest.mark.parametrize("cls", [MonotoneAIPW, SequentialTMLE])

@@ -130,23 +130,30 @@ def _squared_residual_model():
     return make_pipeline(StandardScaler(), PoissonRegressor(alpha=1e-4, max_iter=300))
 
 
-def second_moment(history: np.ndarray, residual: np.ndarray, at: np.ndarray) -> np.ndarray:
+def second_moment(history: np.ndarray, residual: np.ndarray, at: np.ndarray,
+                  leverage: np.ndarray | None = None) -> np.ndarray:
     """``E[D^2 | H]`` at the histories ``at``, fitted on ``(history, residual)``, as
     ``mu(H)^2 + v(H)``: ``mu`` the least-squares fit of ``D`` on the standardised ``H`` and
     ``v`` a Poisson (log-link) regression of the squared centred residuals ``(D - mu(H))^2`` on
-    ``H``.
+    ``H``. With ``leverage`` (each unit's ``h`` in the least-squares chain that left ``D``), the
+    centred residuals are replaced by their leave-one-out form ``(D - mu(H)) / (1 - h)`` before
+    they are squared (the HC3 term; :func:`substitution_variance`).
 
     With the outcome chain right, ``D`` has conditional mean 0 and ``mu`` is close to 0 (exactly
-    0 for in-sample least-squares residuals on the same columns). With a wrong chain, ``D``
-    carries the chain's error: for a constant chain and a linear truth ``E[D^2 | H]`` is
-    quadratic in ``H``, largest in the tails where the heavy weights sit, and a log-linear
-    model of ``D^2`` alone misses most of it (see :func:`substitution_variance`)."""
+    0 for in-sample least-squares residuals on the same columns, so that ``v`` is then the
+    log-linear model of the HC3 squares alone). With a wrong chain, ``D`` carries the chain's
+    error: for a constant chain and a linear truth ``E[D^2 | H]`` is quadratic in ``H``,
+    largest in the tails where the heavy weights sit, and a log-linear model of ``D^2`` alone
+    misses most of it (see :func:`substitution_variance`)."""
     from sklearn.linear_model import LinearRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
     # standardised columns: the fit does not depend on the covariates' units to rounding
     mean = make_pipeline(StandardScaler(), LinearRegression()).fit(history, residual)
-    centred = (residual - mean.predict(history)) ** 2
+    centred = residual - mean.predict(history)
+    if leverage is not None:
+        centred = loo_residual(centred, leverage)
+    centred = centred ** 2
     out = mean.predict(at) ** 2
     level = centred.mean()
     if level > 0:                       # fitted on the unit scale: the penalty is then free of
@@ -234,12 +241,11 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
             responders = data.responders(k) & (data.a == arm)
             at_risk = data.at_risk(k) & (data.a == arm)
             residual = D[responders, k, arm]
-            if leverage is not None:
-                residual = loo_residual(residual, leverage[responders, k, arm])
             if not responders.any() or not residual.any():
                 continue
             sigma2 = second_moment(data.history(k, responders), residual,
-                                   data.history(k, at_risk))
+                                   data.history(k, at_risk),
+                                   None if leverage is None else leverage[responders, k, arm])
             r_before = np.exp(log_lam[at_risk, :k].sum(axis=1))
             variance += float(np.sum(sigma2 / (e_arm[at_risk] ** 2 * r_before ** 2
                                                * lam[at_risk, k]))) / n
