@@ -191,32 +191,36 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     Poisson (log-link) regression of the squared centred residuals; ``e1`` and ``lam`` are
     clipped as in the estimator. When the residuals are in-sample least-squares residuals,
     ``leverage`` (n, T, 2) holds each unit's leverage ``h`` in its stage regression
-    (:func:`~causalkit.longterm._sandwich.chain_leverage`) and the leave-one-out residual
-    ``D / (1 - h)`` replaces ``D`` (the HC3 term; MacKinnon & White 1985, *J. Econometrics*
-    29(3); Long & Ervin 2000, *Amer. Statist.* 54(3), recommend it for small samples).
+    (:func:`~causalkit.longterm._sandwich.chain_leverage`) and the centred residual
+    ``D - mu(H)`` is replaced by its leave-one-out form ``(D - mu(H)) / (1 - h)`` before the
+    spread is modelled (the HC3 term; MacKinnon & White 1985, *J. Econometrics* 29(3); Long &
+    Ervin 2000, *Amer. Statist.* 54(3), recommend it for small samples).
 
     Why the residuals' mean is modelled. With the outcome chain right, ``D_at`` has conditional
     mean 0 and ``sigma^2_at`` is its conditional variance. With a wrong chain it also carries
     the chain's error, ``E[D^2 | H] = mu(H)^2 + Var(D | H)``; for a constant chain and a linear
     truth ``mu`` is linear, so ``sigma^2_at`` is quadratic in ``H`` and largest in the tails of
     the history, where the heavy weights sit. A log-linear model of ``D^2`` alone misses that
-    (:func:`second_moment` fits ``mu`` by least squares and the variance log-linearly; with the
-    right in-sample least-squares chain ``mu`` is fitted to the leave-one-out residuals below,
-    which are nearly orthogonal to ``H``, and is small). The variance of
+    (:func:`second_moment` fits ``mu`` by least squares on the raw residuals and the spread
+    log-linearly on the centred ones; with the right in-sample least-squares chain the raw
+    residuals are orthogonal to ``H``, ``mu`` is 0 to rounding, and the variance is the
+    log-linear model of the HC3 squares alone). The variance of
     ``phi`` at the wrong chain is then an upper bound for the estimator's: estimating correctly
     specified weight models by maximum likelihood subtracts the projection of ``phi`` on their
     scores (Robins, Rotnitzky & Zhao 1994, *JASA* 89(427); Tsiatis 2006, ch. 9). Checked on
     draws no study uses (``simulations/longterm_dr_by_n.py``, seeds ``[712000, rate, n, r]``,
     the linear design at 30% and 40% drop-out per stage, n = 1000, 4000 and 16,000, 400 draws
     each, a constant chain): the coverage of :class:`~causalkit.longterm.MonotoneAIPW`'s and
-    :class:`~causalkit.longterm.SequentialTMLE`'s default intervals is 0.95-0.975 in all 12
+    :class:`~causalkit.longterm.SequentialTMLE`'s default intervals is 0.95-0.97 in all 12
     cells, where the log-linear model of ``D^2`` alone gave 0.725-0.8775 (that check's results
-    at commit c44f9bb); with the right chain they are 0.9425-0.98, as before but for
-    one draw in two cells. With many history columns and few responders the least-squares mean
-    fitted to the HC3 residuals takes up a little of their spread: in ``causalkit simulate
-    longterm-ihdp`` (25 covariates, 139 treated) MonotoneAIPW's mean SE with the right chain is
-    0.2452 and 0.4519 at 15% and 30% drop-out per stage, against 0.2496 and 0.4667 with the
-    log-linear model alone (that study's results at commit c44f9bb); coverage 0.92 and 0.98.
+    at commit c44f9bb); with the right chain they are 0.9425-0.98, and MonotoneAIPW's standard
+    errors equal those of the log-linear model alone. The order of the mean fit and the HC3
+    correction matters when there are many history columns and few responders: a mean fitted to
+    the HC3 residuals, which are not orthogonal to ``H``, takes up some of their spread. In
+    ``causalkit simulate longterm-ihdp`` (25 covariates, 139 treated) that order lowered
+    MonotoneAIPW's mean SE with the right chain from 0.2496 to 0.2452 at 15% drop-out per stage
+    and from 0.4667 to 0.4519 at 30% (that study's results at commit d09b0d8); in this order it
+    is 0.2496 and 0.4667, with coverage 0.92 and 0.985.
 
     Why HC3 and not HC2, which the least-squares sandwich of
     :mod:`causalkit.longterm._sandwich` uses. An in-sample residual's variance is

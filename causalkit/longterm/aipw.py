@@ -142,7 +142,7 @@ class MonotoneAIPW(MonotoneEstimator):
         Estimator of the influence function's variance behind the standard error.
         ``"substitution"`` (default, :func:`~causalkit.longterm._scores.substitution_variance`)
         averages each stage's term over the units at risk with a model of the residuals'
-        second moment (for in-sample least-squares chains the leave-one-out residuals
+        second moment (for in-sample least-squares chains from the leave-one-out residuals
         ``D / (1 - h)``, ``h`` the leverage, as HC3 does: the function's docstring says why
         and gives the coverage that chose it); ``"empirical"`` is the sample variance of the
         scores, which under heavy drop-out is too small (linear design, n = 1000, 150
@@ -157,7 +157,7 @@ class MonotoneAIPW(MonotoneEstimator):
         its percentile interval covered 0.91 for both (substitution: 0.97 and 0.98). The
         substitution variance models each stage residual's conditional mean as well as its
         spread, so it also covers with a wrong (constant) chain: 0.95, 0.97 and 0.9525 at 30%
-        drop-out and n = 1000, 4000 and 16,000, 0.96, 0.9625 and 0.96 at 40%, where the
+        drop-out and n = 1000, 4000 and 16,000, 0.9575, 0.9625 and 0.96 at 40%, where the
         empirical one gives 0.9375, 0.9475 and 0.9225 and 0.855, 0.875 and 0.915
         (``simulations/results/longterm/longterm_dr_by_n.csv``; 400 draws per cell no study
         uses).

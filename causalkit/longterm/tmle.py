@@ -91,8 +91,8 @@ class SequentialTMLE(MonotoneEstimator):
     (:func:`~causalkit.longterm._scores.substitution_variance` says why), so with a wrong chain
     it estimates the variance of the influence function at that chain, which bounds the
     estimator's from above. In the same check its coverage with a constant chain is 0.9525,
-    0.9675 and 0.95 at 30% drop-out and n = 1000, 4000 and 16,000 (0.975, 0.9675 and 0.965 at
-    40%), against 0.9625, 0.9775 and 0.945 (0.98, 0.98 and 0.9575) with the right chain; the
+    0.965 and 0.95 at 30% drop-out and n = 1000, 4000 and 16,000 (0.97, 0.9675 and 0.965 at
+    40%), against 0.9625, 0.9775 and 0.945 (0.9775, 0.98 and 0.9575) with the right chain; the
     empirical variance (``variance="empirical"``) gives 0.945, 0.9425 and 0.9225 with the
     constant chain and is short with the right one at heavy drop-out (0.87 at 40% and
     n = 1000).
