@@ -95,7 +95,8 @@ class SequentialTMLE(MonotoneEstimator):
     40%), against 0.9625, 0.9775 and 0.945 (0.9775, 0.98 and 0.9575) with the right chain; the
     empirical variance (``variance="empirical"``) gives 0.945, 0.9425 and 0.9225 with the
     constant chain and is short with the right one at heavy drop-out (0.87 at 40% and
-    n = 1000).
+    n = 1000). With the weights wrong and the chain right the interval is short, as
+    :class:`MonotoneAIPW`'s (its ``variance`` parameter gives the coverage).
 
     All nuisance models are fitted on the whole sample, which the default parametric models
     (OLS per stage and arm, logistic regression) allow; for flexible learners use the
