@@ -153,12 +153,12 @@ def second_moment(history: np.ndarray, residual: np.ndarray, at: np.ndarray,
     centred = residual - mean.predict(history)
     if leverage is not None:
         centred = loo_residual(centred, leverage)
-    centred = centred ** 2
+    squared = centred ** 2
     out = mean.predict(at) ** 2
-    level = centred.mean()
+    level = squared.mean()
     if level > 0:                       # fitted on the unit scale: the penalty is then free of
         out += level * fit_clone(       # the outcome's units
-            _squared_residual_model(), history, centred / level).predict(at)
+            _squared_residual_model(), history, squared / level).predict(at)
     return out
 
 
