@@ -49,7 +49,7 @@ from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import unscaled
 
 __all__ = ["Design", "ols_influence", "leverage", "hc2_residual", "loo_residual",
-           "chain_leverage", "chain_influence", "least_squares_kind"]
+           "chain_leverage", "chain_influence", "chain_estimation_term", "least_squares_kind"]
 
 
 class Design:
@@ -123,17 +123,13 @@ def ols_influence(design: np.ndarray, residual: np.ndarray, weight: np.ndarray,
     return np.linalg.solve(bread, score.T).T
 
 
-def chain_influence(data: MonotoneData, chain, mode: str, weights=None) -> np.ndarray:
-    """Influence functions ``(IF_mu_0, IF_mu_1)`` (n, 2) of the arm means of a fitted
-    least-squares outcome chain (module docstring).
-
-    ``chain`` is a fitted :class:`~causalkit.longterm._models.OutcomeChain` whose stages are
-    least squares per arm (:func:`least_squares_kind` of its model not None);
-    ``weights(k, rows)`` the stage weights it was fitted with (or None).
-    """
+def _stage_influences(data: MonotoneData, chain, mode: str, weights=None) -> list:
+    """Per arm, ``(influence, designs)``: the influence (n, p_k) of each stage's coefficients
+    ``beta_k`` (in the stage design's coordinates) and each stage's :class:`Design`, from the
+    backward recursion of the module docstring."""
     intercept_only = least_squares_kind(chain.model) == "mean"
     T, n = data.n_stages, data.n
-    out = np.empty((n, 2))
+    out = []
     for arm in (0, 1):
         target = data.Z[:, T - 1].copy()     # Y~_t on the fitted rows of stage t
         source = np.full(n, T)               # the stage whose prediction Y~_t is (T: observed)
@@ -160,10 +156,74 @@ def chain_influence(data: MonotoneData, chain, mode: str, weights=None) -> np.nd
                 idx = np.flatnonzero(prev)[imputed]
                 target[idx] = chain.predict(k, data, idx, arm)
                 source[idx] = k
-        m_first = chain.predict(0, data, np.ones(n, dtype=bool), arm)
+        out.append((influence, designs))
+    return out
+
+
+def chain_influence(data: MonotoneData, chain, mode: str, weights=None) -> np.ndarray:
+    """Influence functions ``(IF_mu_0, IF_mu_1)`` (n, 2) of the arm means of a fitted
+    least-squares outcome chain (module docstring).
+
+    ``chain`` is a fitted :class:`~causalkit.longterm._models.OutcomeChain` whose stages are
+    least squares per arm (:func:`least_squares_kind` of its model not None);
+    ``weights(k, rows)`` the stage weights it was fitted with (or None).
+    """
+    n = data.n
+    out = np.empty((n, 2))
+    everyone = np.ones(n, dtype=bool)
+    for arm, (influence, designs) in enumerate(_stage_influences(data, chain, mode, weights)):
+        m_first = chain.predict(0, data, everyone, arm)
         g = designs[0](data.X).mean(axis=0)
         out[:, arm] = m_first - m_first.mean() + influence[0] @ g
     return out
+
+
+def chain_estimation_term(data: MonotoneData, chain, mode: str, W: np.ndarray) -> np.ndarray:
+    """The influence (n,) that estimating a least-squares outcome chain adds to the AIPW
+    difference ``psi_1 - psi_0`` of :mod:`causalkit.longterm._scores` with stage weights ``W``
+    (n, T, 2), with its gradient shrunk toward zero by its own noise.
+
+    The AIPW estimate depends on the coefficients ``beta_k`` of stage ``k`` of arm ``a``
+    through ``m_k``, which enters the score of every unit at risk at stage ``k`` with the
+    factor ``c_k = W_{a,k-1} - W_{ak} R_k`` (``c_0 = 1 - W_{a0}``: ``m_1(X, a)`` itself and
+    the first residual), so its linearisation adds ``sum_k g_k' IF(beta_k)`` with
+    ``g_k = P_n[c_k H~_k]`` and ``IF(beta_k)`` from the stacked least-squares equations
+    (:func:`chain_influence`'s recursion, the M-estimation sandwich of Stefanski & Boos 2002).
+    When the weights are right, ``E[c_k | H_k] = 0`` and ``g_k`` vanishes in the limit: the
+    efficient influence function is then the whole story, which is why it is left out of
+    :func:`~causalkit.longterm._scores.substitution_variance`. When they are wrong, ``g_k`` is
+    the weights' imbalance on the history and the term is first order (with flat weights the
+    estimate equals :class:`~causalkit.longterm.SequentialRegression`'s and the corrected
+    influence function its stacked sandwich). The sample gradient is of order ``n^{-1/2}`` even
+    when the weights are right, and with heavy weights adding it untouched inflates the
+    variance, so the stacked gradient ``g`` (all stages and both arms, dimension ``d``) is shrunk
+    by the positive-part James-Stein factor ``max(0, 1 - d / chi2)``, ``chi2 = g' V^{-1} g``
+    with ``V`` the sample covariance of ``g`` (James & Stein 1961, *Proc. Fourth Berkeley
+    Symp.* 1; Baranchik 1964): about 0 when the imbalance is within its noise, about 1 when
+    it is many times its noise.
+    """
+    T, n = data.n_stages, data.n
+    influences, contributions = [], []
+    for arm, (influence, designs) in enumerate(_stage_influences(data, chain, mode)):
+        in_arm = data.a == arm
+        for k in range(T):
+            if k == 0:
+                rows = np.ones(n, dtype=bool)
+                c = 1.0 - W[:, 0, arm]
+            else:
+                rows = in_arm & data.responders(k - 1)
+                c = (W[:, k - 1, arm] - W[:, k, arm])[rows]
+            contribution = np.zeros((n, influence[k].shape[1]))
+            contribution[rows] = designs[k](data.history(k, rows)) * c[:, None]
+            influences.append(influence[k] if arm else -influence[k])
+            contributions.append(contribution)
+    influence, contribution = np.hstack(influences), np.hstack(contributions)
+    gradient = contribution.mean(axis=0)
+    noise = np.atleast_2d(np.cov(contribution, rowvar=False)) / n
+    chi2 = float(gradient @ np.linalg.lstsq(noise, gradient, rcond=None)[0])
+    dim = np.linalg.matrix_rank(noise)
+    shrink = max(0.0, 1.0 - dim / chi2) if chi2 > 0 else 0.0
+    return influence @ (shrink * gradient)
 
 
 def chain_leverage(data: MonotoneData, chain) -> np.ndarray:

@@ -34,7 +34,8 @@ from causalkit.longterm._sandwich import loo_residual
 from causalkit.nuisance import fit_clone
 
 __all__ = ["inverse_weights", "count_capped", "warn_capped", "aipw_components", "combine_aipw",
-           "substitution_variance", "check_variance", "check_weight_cap", "VARIANCES"]
+           "substitution_variance", "with_chain_term", "check_variance", "check_weight_cap",
+           "VARIANCES"]
 
 #: Estimators of the variance of the efficient influence function (see
 #: :func:`substitution_variance`).
@@ -254,3 +255,16 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
             variance += float(np.sum(sigma2 / (e_arm[at_risk] ** 2 * r_before ** 2
                                                * lam[at_risk, k]))) / n
     return variance
+
+
+def with_chain_term(variance: float, influence: np.ndarray, term: np.ndarray) -> float:
+    """``variance`` (of the influence function ``influence``, e.g. from
+    :func:`substitution_variance`) plus what the chain-estimation term ``term``
+    (:func:`~causalkit.longterm._sandwich.chain_estimation_term`) adds to the sample variance,
+    ``max(0, Var(phi + term) - Var(phi))``. The difference, not ``Var(phi + term)`` itself,
+    keeps the substitution estimate of the efficient part; it is floored at 0 because a
+    correctly specified weight model cannot make the chain's estimation lower the variance
+    below the efficient influence function's in the limit, and the sample difference is noisy
+    when the term is small."""
+    added = np.var(influence + term) - np.var(influence)
+    return float(variance + max(0.0, added))
