@@ -190,6 +190,29 @@ study_table("longterm-ihdp", shown)
 # weight models): right at light drop-out, too small once the weights get heavy, which is why
 # the default treats the weights as known.
 #
+# The row `MonotoneAIPW (wrong weights)` gives the AIPW flat propensity and selection models
+# with the right least-squares chain; its estimate is then the sequential regression's. Its
+# default SE adds the variance of estimating the chain, which the efficient influence function
+# leaves out when the weights do not balance the history; the gradient of that term is shrunk
+# toward zero by its own noise (positive-part James-Stein), so that it adds almost nothing when
+# the weights are right. `simulations/longterm_chain_term_check.py` compares, on draws no study
+# uses, the SE without the term, with the unshrunk term and with the shrunk one (the default),
+# beside SequentialTMLE's default and the sequential regression's sandwich: coverage, then mean
+# SE over SD.
+
+# %%
+term_dir = committed_results("longterm")
+if term_dir is not None and (term_dir / "longterm_chain_term_check.csv").exists():
+    term = pd.read_csv(term_dir / "longterm_chain_term_check.csv")
+    for column in ("coverage", "mean_se_over_sd"):
+        display(term.pivot_table(index=["weights", "se"], columns="setting",
+                                 values=column, sort=False).round(3))
+
+# %% [markdown]
+# With wrong weights the SE without the term is short, more so as drop-out grows; the term
+# closes the gap to the sandwich. With right weights the unshrunk term widens an interval that
+# already covers; shrunk, it stays close to the SE without it.
+#
 # ## How small can a doubly robust spread be?
 #
 # `sd_ratio` grows with the drop-out for every weighting estimator, and no choice of weights
@@ -241,10 +264,10 @@ if bound_dir is not None and (bound_dir / "longterm_dr_by_n.csv").exists():
 
 # %% [markdown]
 # With the right chain both estimators are unbiased at every size and the default interval
-# covers, conservatively (up to 0.98) at n = 1000 and 4000. With a constant chain the AIPW
-# stays unbiased, as its weights are right; the TMLE, which then equals the ratio (Hajek) form
-# of the inverse weighting, carries that form's finite-sample bias, which shrinks as n grows
-# faster than the spread (`bias_over_mc_se`). The default (substitution) SE models each stage
+# covers, conservatively at n = 1000 and 4000 (the second table gives the range). With a
+# constant chain the AIPW stays unbiased, as its weights are right; the TMLE, which then
+# equals the ratio (Hajek) form of the inverse weighting, carries that form's finite-sample
+# bias, which shrinks as n grows faster than the spread (`bias_over_mc_se`). The default (substitution) SE models each stage
 # residual's mean as well as its spread, so with a wrong chain it estimates the variance of the
 # influence function at that chain, an upper bound for the estimator's, and its interval covers
 # with either chain (the ranges in the second table); the empirical SE is short at heavy

@@ -123,22 +123,30 @@ def ols_influence(design: np.ndarray, residual: np.ndarray, weight: np.ndarray,
     return np.linalg.solve(bread, score.T).T
 
 
-def _stage_influences(data: MonotoneData, chain, mode: str, weights=None) -> list:
-    """Per arm, ``(influence, designs)``: the influence (n, p_k) of each stage's coefficients
-    ``beta_k`` (in the stage design's coordinates) and each stage's :class:`Design`, from the
-    backward recursion of the module docstring."""
+def _stage_designs(data: MonotoneData, chain) -> list:
+    """Per arm, the :class:`Design` of each stage's least squares (``{k: Design}``), learnt on
+    the arm's stage-``k`` responders."""
     intercept_only = least_squares_kind(chain.model) == "mean"
+    return [{k: Design(data.history(k, (data.a == arm) & data.responders(k)), intercept_only)
+             for k in range(data.n_stages)} for arm in (0, 1)]
+
+
+def _stage_influences(data: MonotoneData, chain, mode: str, weights=None,
+                      designs: list | None = None) -> list:
+    """Per arm, ``(influence, designs)``: the influence (n, p_k) of each stage's coefficients
+    ``beta_k`` (in the stage design's coordinates) and each stage's :class:`Design`
+    (``designs``, or :func:`_stage_designs`), from the backward recursion of the module
+    docstring."""
+    designs_by_arm = _stage_designs(data, chain) if designs is None else designs
     T, n = data.n_stages, data.n
     out = []
     for arm in (0, 1):
         target = data.Z[:, T - 1].copy()     # Y~_t on the fitted rows of stage t
         source = np.full(n, T)               # the stage whose prediction Y~_t is (T: observed)
-        influence, designs = {}, {}          # IF of beta_j (n, p_j) and design of stage j
+        influence, designs = {}, designs_by_arm[arm]   # IF of beta_j (n, p_j), design of stage j
         for k in range(T - 1, -1, -1):
             rows = (data.a == arm) & data.responders(k)
-            H = data.history(k, rows)
-            designs[k] = Design(H, intercept_only)
-            Hd = designs[k](H)
+            Hd = designs[k](data.history(k, rows))
             w = np.ones(Hd.shape[0]) if weights is None else weights(k, rows)
             extra = np.zeros((n, Hd.shape[1]))
             for j in np.unique(source[rows]):
@@ -178,7 +186,8 @@ def chain_influence(data: MonotoneData, chain, mode: str, weights=None) -> np.nd
     return out
 
 
-def chain_estimation_term(data: MonotoneData, chain, mode: str, W: np.ndarray) -> np.ndarray:
+def chain_estimation_term(data: MonotoneData, chain, mode: str, W: np.ndarray,
+                          shrink: bool = True) -> np.ndarray:
     """The influence (n,) that estimating a least-squares outcome chain adds to the AIPW
     difference ``psi_1 - psi_0`` of :mod:`causalkit.longterm._scores` with stage weights ``W``
     (n, T, 2), with its gradient shrunk toward zero by its own noise.
@@ -200,30 +209,40 @@ def chain_estimation_term(data: MonotoneData, chain, mode: str, W: np.ndarray) -
     by the positive-part James-Stein factor ``max(0, 1 - d / chi2)``, ``chi2 = g' V^{-1} g``
     with ``V`` the sample covariance of ``g`` (James & Stein 1961, *Proc. Fourth Berkeley
     Symp.* 1; Baranchik 1964): about 0 when the imbalance is within its noise, about 1 when
-    it is many times its noise.
+    it is many times its noise. ``shrink=False`` leaves the gradient as estimated.
+
+    The shrinkage was chosen on draws no study uses (``simulations/longterm_chain_term_check.py``,
+    the linear design at 10-40% drop-out per stage, n = 1000, seeds ``[731000, rate in %,
+    rep]``), beside the unshrunk term and no term; its results are in
+    ``simulations/results/longterm/longterm_chain_term_check.csv``.
     """
     T, n = data.n_stages, data.n
-    influences, contributions = [], []
-    for arm, (influence, designs) in enumerate(_stage_influences(data, chain, mode)):
-        in_arm = data.a == arm
+    designs = _stage_designs(data, chain)
+    contributions = []                       # per unit, c_k H~_k, for every arm and stage
+    for arm in (0, 1):
         for k in range(T):
             if k == 0:
                 rows = np.ones(n, dtype=bool)
                 c = 1.0 - W[:, 0, arm]
             else:
-                rows = in_arm & data.responders(k - 1)
+                rows = (data.a == arm) & data.responders(k - 1)
                 c = (W[:, k - 1, arm] - W[:, k, arm])[rows]
-            contribution = np.zeros((n, influence[k].shape[1]))
-            contribution[rows] = designs[k](data.history(k, rows)) * c[:, None]
-            influences.append(influence[k] if arm else -influence[k])
+            contribution = np.zeros((n, designs[arm][k].keep.size))
+            contribution[rows] = designs[arm][k](data.history(k, rows)) * c[:, None]
             contributions.append(contribution)
-    influence, contribution = np.hstack(influences), np.hstack(contributions)
+    contribution = np.hstack(contributions)
     gradient = contribution.mean(axis=0)
     noise = np.atleast_2d(np.cov(contribution, rowvar=False)) / n
     chi2 = float(gradient @ np.linalg.lstsq(noise, gradient, rcond=None)[0])
     dim = np.linalg.matrix_rank(noise)
-    shrink = max(0.0, 1.0 - dim / chi2) if chi2 > 0 else 0.0
-    return influence @ (shrink * gradient)
+    factor = (max(0.0, 1.0 - dim / chi2) if chi2 > 0 else 0.0) if shrink else 1.0
+    if factor == 0.0:                        # nothing to add: skip the influence recursion
+        return np.zeros(n)
+    influence = np.hstack([influence[k] if arm else -influence[k]
+                           for arm, (influence, _) in enumerate(
+                               _stage_influences(data, chain, mode, designs=designs))
+                           for k in range(T)])
+    return influence @ (factor * gradient)
 
 
 def chain_leverage(data: MonotoneData, chain) -> np.ndarray:

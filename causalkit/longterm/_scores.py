@@ -214,14 +214,17 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     each, a constant chain): the coverage of :class:`~causalkit.longterm.MonotoneAIPW`'s and
     :class:`~causalkit.longterm.SequentialTMLE`'s default intervals is 0.95-0.97 in all 12
     cells, where the log-linear model of ``D^2`` alone gave 0.725-0.8775 (that check's results
-    at commit c44f9bb); with the right chain they are 0.9425-0.98, and MonotoneAIPW's standard
-    errors equal those of the log-linear model alone. The order of the mean fit and the HC3
-    correction matters when there are many history columns and few responders: a mean fitted to
-    the HC3 residuals, which are not orthogonal to ``H``, takes up some of their spread. In
+    at commit c44f9bb); with the right chain they are 0.9425-0.9825, and without the chain term
+    (below) MonotoneAIPW's standard errors equal those of the log-linear model alone. The order
+    of the mean fit and the HC3 correction matters when there are many history columns and few
+    responders: a mean fitted to the HC3 residuals, which are not orthogonal to ``H``, takes up
+    some of their spread. In
     ``causalkit simulate longterm-ihdp`` (25 covariates, 139 treated) that order lowered
     MonotoneAIPW's mean SE with the right chain from 0.2496 to 0.2452 at 15% drop-out per stage
     and from 0.4667 to 0.4519 at 30% (that study's results at commit d09b0d8); in this order it
-    is 0.2496 and 0.4667, with coverage 0.92 and 0.985.
+    is 0.2496 and 0.4667, with coverage 0.92 and 0.985 (at commit 69d1a5c; the estimators now
+    add the chain term below, which brings the study's mean SE to 0.2721 and 0.4920 and the
+    coverage to 0.945 and 0.985).
 
     Why HC3 and not HC2, which the least-squares sandwich of
     :mod:`causalkit.longterm._sandwich` uses. An in-sample residual's variance is
@@ -235,7 +238,14 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     against HC3): IHDP (139 treated, 25 covariates), 400 replications, 15% drop-out per stage
     0.87 / 0.892 against 1.02 / 0.940, 30% 0.93 / 0.948 against 1.15 / 0.970; linear design
     (n = 1000, 5 covariates), 200 replications, 40% 0.93 / 0.940 against 0.98 / 0.950, 10%
-    1.04 / 0.960 against 1.05 / 0.960 (leverages there are small, so the two barely differ).
+    1.04 / 0.960 against 1.05 / 0.960 (leverages there are small, so the two barely differ;
+    these SEs are this variance alone, before the chain term below was added).
+
+    What it leaves out. This is the variance of the efficient influence function at the fitted
+    nuisances. When the weights are wrong and the chain right, estimating the chain adds a
+    first-order term; for an in-sample least-squares chain :class:`~causalkit.longterm.MonotoneAIPW`
+    and :class:`~causalkit.longterm.SequentialTMLE` add it (:func:`with_chain_term` of
+    :func:`~causalkit.longterm._sandwich.chain_estimation_term`).
     """
     n = data.n
     variance = float(np.var(m_first[:, 1] - m_first[:, 0]))
@@ -261,10 +271,11 @@ def with_chain_term(variance: float, influence: np.ndarray, term: np.ndarray) ->
     """``variance`` (of the influence function ``influence``, e.g. from
     :func:`substitution_variance`) plus what the chain-estimation term ``term``
     (:func:`~causalkit.longterm._sandwich.chain_estimation_term`) adds to the sample variance,
-    ``max(0, Var(phi + term) - Var(phi))``. The difference, not ``Var(phi + term)`` itself,
-    keeps the substitution estimate of the efficient part; it is floored at 0 because a
-    correctly specified weight model cannot make the chain's estimation lower the variance
-    below the efficient influence function's in the limit, and the sample difference is noisy
-    when the term is small."""
+    ``max(0, Var(phi + term) - Var(phi))``.
+
+    The difference, not ``Var(phi + term)`` itself, keeps the substitution estimate of the
+    efficient part, which the sample variance of ``phi`` understates under heavy drop-out. It is
+    floored at 0: with right weights the term's limit is 0 and a negative difference is noise;
+    where wrong weights would make it lower the variance, the floor errs on the long side."""
     added = np.var(influence + term) - np.var(influence)
     return float(variance + max(0.0, added))

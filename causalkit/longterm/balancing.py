@@ -60,7 +60,7 @@ class BalancingLogit(ClassifierMixin, BaseEstimator):
 
     * linear design, 40% drop-out per stage: MonotoneAIPW's SD was 1.22 times
       SequentialRegression's with balancing weights against 1.46 with the default, but its
-      standard error was 1.67 times its SD (coverage 0.98): the calibration loss is linear in
+      mean standard error was 1.78 times its SD (coverage 0.99): the calibration loss is linear in
       the score of the non-responders, so they get very small fitted probabilities, which the
       substitution variance averages over (the weighted units themselves are unaffected);
     * with a wrong outcome chain, where only the weights protect the AIPW, it was biased by

@@ -73,10 +73,10 @@ class SequentialTMLE(MonotoneEstimator):
     0.99, at 20% drop-out per stage, seeds 840000-840149; 0.90, SE/SD 0.83, at 40%, seeds
     830000-830149). The substitution SE follows the asymptotic variance, which at heavy
     drop-out a sample of 1000 seldom reaches (:class:`MonotoneAIPW`'s Notes on the efficiency
-    bound): in ``causalkit simulate longterm-linear`` its mean is 0.28 and 0.51 at 30% and 40%
+    bound): in ``causalkit simulate longterm-linear`` its mean is 0.28 and 0.52 at 30% and 40%
     drop-out per stage, against the bound's SD of 0.28 and 0.52
     (``simulations/results/longterm/longterm_efficiency_bound.csv``), while the estimates'
-    SD is 0.22 and 0.33; hence the coverage of 0.985 there.
+    SD is 0.22 and 0.33; hence the coverage of 0.9875 there.
 
     With least-squares stage regressions (with an intercept, as the default OLS) the linear
     fluctuation shifts each stage by the weighted mean residual, which is the ratio (Hajek)
@@ -97,11 +97,12 @@ class SequentialTMLE(MonotoneEstimator):
     it estimates the variance of the influence function at that chain, which bounds the
     estimator's from above. In the same check its coverage with a constant chain is 0.9525,
     0.965 and 0.95 at 30% drop-out and n = 1000, 4000 and 16,000 (0.97, 0.9675 and 0.965 at
-    40%), against 0.9625, 0.9775 and 0.945 (0.9775, 0.98 and 0.9575) with the right chain; the
+    40%), against 0.9625, 0.9775 and 0.945 (0.9775, 0.9825 and 0.96) with the right chain; the
     empirical variance (``variance="empirical"``) gives 0.945, 0.9425 and 0.9225 with the
     constant chain and is short with the right one at heavy drop-out (0.87 at 40% and
-    n = 1000). With the weights wrong and the chain right the interval is short, as
-    :class:`MonotoneAIPW`'s (its ``variance`` parameter gives the coverage).
+    n = 1000). With the weights wrong and the chain right the substitution variance adds the
+    least-squares chain's estimation term, as :class:`MonotoneAIPW`'s does (its ``variance``
+    parameter gives the coverage, which is the same here).
 
     All nuisance models are fitted on the whole sample, which the default parametric models
     (OLS per stage and arm, logistic regression) allow; for flexible learners use the
