@@ -49,7 +49,8 @@ from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import unscaled
 
 __all__ = ["Design", "ols_influence", "leverage", "hc2_residual", "loo_residual",
-           "chain_leverage", "chain_influence", "chain_estimation_term", "least_squares_kind"]
+           "stage_designs", "chain_leverage", "chain_influence", "chain_estimation_term",
+           "least_squares_kind"]
 
 
 class Design:
@@ -123,7 +124,7 @@ def ols_influence(design: np.ndarray, residual: np.ndarray, weight: np.ndarray,
     return np.linalg.solve(bread, score.T).T
 
 
-def _stage_designs(data: MonotoneData, chain) -> list:
+def stage_designs(data: MonotoneData, chain) -> list:
     """Per arm, the :class:`Design` of each stage's least squares (``{k: Design}``), learnt on
     the arm's stage-``k`` responders."""
     intercept_only = least_squares_kind(chain.model) == "mean"
@@ -135,9 +136,9 @@ def _stage_influences(data: MonotoneData, chain, mode: str, weights=None,
                       designs: list | None = None) -> list:
     """Per arm, ``(influence, designs)``: the influence (n, p_k) of each stage's coefficients
     ``beta_k`` (in the stage design's coordinates) and each stage's :class:`Design`
-    (``designs``, or :func:`_stage_designs`), from the backward recursion of the module
+    (``designs``, or :func:`stage_designs`), from the backward recursion of the module
     docstring."""
-    designs_by_arm = _stage_designs(data, chain) if designs is None else designs
+    designs_by_arm = stage_designs(data, chain) if designs is None else designs
     T, n = data.n_stages, data.n
     out = []
     for arm in (0, 1):
@@ -187,7 +188,7 @@ def chain_influence(data: MonotoneData, chain, mode: str, weights=None) -> np.nd
 
 
 def chain_estimation_term(data: MonotoneData, chain, mode: str, W: np.ndarray,
-                          shrink: bool = True) -> np.ndarray:
+                          shrink: bool = True, designs: list | None = None) -> np.ndarray:
     """The influence (n,) that estimating a least-squares outcome chain adds to the AIPW
     difference ``psi_1 - psi_0`` of :mod:`causalkit.longterm._scores` with stage weights ``W``
     (n, T, 2), with its gradient shrunk toward zero by its own noise.
@@ -209,7 +210,8 @@ def chain_estimation_term(data: MonotoneData, chain, mode: str, W: np.ndarray,
     by the positive-part James-Stein factor ``max(0, 1 - d / chi2)``, ``chi2 = g' V^{-1} g``
     with ``V`` the sample covariance of ``g`` (James & Stein 1961, *Proc. Fourth Berkeley
     Symp.* 1; Baranchik 1964): about 0 when the imbalance is within its noise, about 1 when
-    it is many times its noise. ``shrink=False`` leaves the gradient as estimated.
+    it is many times its noise. ``shrink=False`` leaves the gradient as estimated; ``designs``
+    are the chain's :func:`stage_designs` (fitted here when None).
 
     The shrinkage was chosen on draws no study uses (``simulations/longterm_chain_term_check.py``,
     the linear design at 10-40% drop-out per stage, n = 1000, seeds ``[731000, rate in %,
@@ -217,7 +219,7 @@ def chain_estimation_term(data: MonotoneData, chain, mode: str, W: np.ndarray,
     ``simulations/results/longterm/longterm_chain_term_check.csv``.
     """
     T, n = data.n_stages, data.n
-    designs = _stage_designs(data, chain)
+    designs = stage_designs(data, chain) if designs is None else designs
     contributions = []                       # per unit, c_k H~_k, for every arm and stage
     for arm in (0, 1):
         for k in range(T):
@@ -245,17 +247,17 @@ def chain_estimation_term(data: MonotoneData, chain, mode: str, W: np.ndarray,
     return influence @ (factor * gradient)
 
 
-def chain_leverage(data: MonotoneData, chain) -> np.ndarray:
+def chain_leverage(data: MonotoneData, chain, designs: list | None = None) -> np.ndarray:
     """``(n, T, 2)`` leverage of each unit in the stage-``t``, arm-``a`` least squares of a
     least-squares outcome chain (NaN where the unit was not fitted): the stage regressions of
-    :func:`chain_influence`, each fitted on the arm's responders at that stage."""
-    intercept_only = least_squares_kind(chain.model) == "mean"
+    :func:`chain_influence`, each fitted on the arm's responders at that stage (``designs``:
+    the chain's :func:`stage_designs`, fitted here when None)."""
+    designs = stage_designs(data, chain) if designs is None else designs
     out = np.full((data.n, data.n_stages, 2), np.nan)
     for arm in (0, 1):
         for k in range(data.n_stages):
             rows = (data.a == arm) & data.responders(k)
-            H = data.history(k, rows)
-            out[rows, k, arm] = leverage(Design(H, intercept_only)(H))
+            out[rows, k, arm] = leverage(designs[arm][k](data.history(k, rows)))
     return out
 
 

@@ -30,12 +30,17 @@ import numpy as np
 from causalkit.exceptions import ClippingWarning
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import cumulative_scores
-from causalkit.longterm._sandwich import loo_residual
+from causalkit.longterm._sandwich import (
+    chain_estimation_term,
+    chain_leverage,
+    loo_residual,
+    stage_designs,
+)
 from causalkit.nuisance import fit_clone
 
 __all__ = ["inverse_weights", "count_capped", "warn_capped", "aipw_components", "combine_aipw",
-           "substitution_variance", "with_chain_term", "check_variance", "check_weight_cap",
-           "VARIANCES"]
+           "hajek_scale", "substitution_variance", "with_chain_term",
+           "least_squares_chain_variance", "check_variance", "check_weight_cap", "VARIANCES"]
 
 #: Estimators of the variance of the efficient influence function (see
 #: :func:`substitution_variance`).
@@ -109,11 +114,22 @@ def combine_aipw(m_first: np.ndarray, W: np.ndarray, D: np.ndarray,
     the normalised form (module docstring)."""
     if not normalize:
         return m_first + np.sum(W * D, axis=1)
-    total = W.sum(axis=0)                                       # (T, 2)
-    safe = np.where(total > 0, total, 1.0)
-    b = np.sum(W * D, axis=0) / safe
-    scale = safe / W.shape[0]
+    total = _stage_totals(W)
+    b = np.sum(W * D, axis=0) / total
+    scale = total / W.shape[0]
     return m_first + np.sum(b + W * (D - b) / scale, axis=1)
+
+
+def _stage_totals(W: np.ndarray) -> np.ndarray:
+    """(T, 2) sum of each stage's and arm's weights ``W`` (n, T, 2); 1 where it is 0."""
+    total = W.sum(axis=0)
+    return np.where(total > 0, total, 1.0)
+
+
+def hajek_scale(W: np.ndarray) -> np.ndarray:
+    """(T, 2) mean of each stage's and arm's weights ``W`` (n, T, 2) over all units (1 / n
+    where the stage has no responders): the ratio form divides the weights by it."""
+    return _stage_totals(W) / W.shape[0]
 
 
 def check_variance(variance) -> str:
@@ -244,8 +260,8 @@ def substitution_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
     What it leaves out. This is the variance of the efficient influence function at the fitted
     nuisances. When the weights are wrong and the chain right, estimating the chain adds a
     first-order term; for an in-sample least-squares chain :class:`~causalkit.longterm.MonotoneAIPW`
-    and :class:`~causalkit.longterm.SequentialTMLE` add it (:func:`with_chain_term` of
-    :func:`~causalkit.longterm._sandwich.chain_estimation_term`).
+    and :class:`~causalkit.longterm.SequentialTMLE` add it
+    (:func:`least_squares_chain_variance`).
     """
     n = data.n
     variance = float(np.var(m_first[:, 1] - m_first[:, 0]))
@@ -279,3 +295,18 @@ def with_chain_term(variance: float, influence: np.ndarray, term: np.ndarray) ->
     where wrong weights would make it lower the variance, the floor errs on the long side."""
     added = np.var(influence + term) - np.var(influence)
     return float(variance + max(0.0, added))
+
+
+def least_squares_chain_variance(data: MonotoneData, e1: np.ndarray, lam: np.ndarray,
+                                 m_first: np.ndarray, D: np.ndarray, W: np.ndarray,
+                                 influence: np.ndarray, chain, mode: str) -> float:
+    """The default variance for an in-sample least-squares outcome ``chain``: the
+    :func:`substitution_variance` with the chain's leverages (the HC3 term) plus, by
+    :func:`with_chain_term`, the chain's estimation term
+    (:func:`~causalkit.longterm._sandwich.chain_estimation_term`, stage weights ``W`` as used in
+    the scores and ``mode`` the chain's variant); the stage designs are fitted once for both."""
+    designs = stage_designs(data, chain)
+    variance = substitution_variance(data, e1, lam, m_first, D,
+                                     chain_leverage(data, chain, designs))
+    return with_chain_term(variance, influence,
+                           chain_estimation_term(data, chain, mode, W, designs=designs))

@@ -16,21 +16,18 @@ from causalkit.longterm._models import (
     ess_table,
     is_parametric,
 )
-from causalkit.longterm._sandwich import (
-    chain_estimation_term,
-    chain_leverage,
-    least_squares_kind,
-)
+from causalkit.longterm._sandwich import least_squares_kind
 from causalkit.longterm._scores import (
     aipw_components,
     check_variance,
     check_weight_cap,
     combine_aipw,
     count_capped,
+    hajek_scale,
     inverse_weights,
+    least_squares_chain_variance,
     substitution_variance,
     warn_capped,
-    with_chain_term,
 )
 from causalkit.nuisance import fit_clone, make_folds
 
@@ -276,17 +273,15 @@ class MonotoneAIPW(MonotoneEstimator):
         self.scores_, self.weights_, self.n_clipped_ = scores, weights, clipped
         self.n_capped_ = capped
         warn_capped(self._label, capped, cap)
-        # in-sample least-squares residuals are shrunk by the leverage (cross-fitted ones are not)
-        leverage = (chain_leverage(data, chain) if len(self.folds_) == 1
-                    and least_squares_kind(self.outcome_model) else None)
         self.variance_ = None
         if self.variance == "substitution":
-            self.variance_ = substitution_variance(data, e_all, lam_all, m_first, D, leverage)
-            if leverage is not None:
-                used = W / np.maximum(W.mean(axis=0), 1e-300) if self.normalize else W
-                self.variance_ = with_chain_term(
-                    self.variance_, self.influence_,
-                    chain_estimation_term(data, chain, mode, used))
+            # an in-sample least-squares chain: HC3 residuals and its estimation term
+            if len(self.folds_) == 1 and least_squares_kind(self.outcome_model):
+                used = W / hajek_scale(W) if self.normalize else W
+                self.variance_ = least_squares_chain_variance(
+                    data, e_all, lam_all, m_first, D, used, self.influence_, chain, mode)
+            else:
+                self.variance_ = substitution_variance(data, e_all, lam_all, m_first, D)
         self.ess_ = ess_table(data, weights, warn_below=self.ess_warning, name=self._label)
         self.cate_model_ = fit_clone(self._seeded("cate", self.cate_model, default_regressor),
                                      data.X, self.influence_)

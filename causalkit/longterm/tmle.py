@@ -7,11 +7,7 @@ import numpy as np
 from causalkit.longterm._base import MonotoneEstimator
 from causalkit.longterm._data import MonotoneData
 from causalkit.longterm._models import OutcomeChain
-from causalkit.longterm._sandwich import (
-    chain_estimation_term,
-    chain_leverage,
-    least_squares_kind,
-)
+from causalkit.longterm._sandwich import least_squares_kind
 from causalkit.longterm._scores import (
     aipw_components,
     check_variance,
@@ -19,9 +15,9 @@ from causalkit.longterm._scores import (
     combine_aipw,
     count_capped,
     inverse_weights,
+    least_squares_chain_variance,
     substitution_variance,
     warn_capped,
-    with_chain_term,
 )
 
 __all__ = ["SequentialTMLE"]
@@ -180,15 +176,12 @@ class SequentialTMLE(MonotoneEstimator):
         self.fluctuation_ = eps
         m_first, W_stage, D = aipw_components(data, e1, lam, self.chain_, cap)
         scores = combine_aipw(m_first, W_stage, D)
-        leverage = (chain_leverage(data, self.chain_) if least_squares_kind(self.outcome_model)
-                    else None)
         self.variance_ = None
         if self.variance == "substitution":
-            self.variance_ = substitution_variance(data, e1, lam, m_first, D, leverage)
-            if leverage is not None:
-                self.variance_ = with_chain_term(
-                    self.variance_, scores[:, 1] - scores[:, 0],
-                    chain_estimation_term(data, self.chain_, "replace_all", W_stage))
+            self.variance_ = (least_squares_chain_variance(
+                data, e1, lam, m_first, D, W_stage, scores[:, 1] - scores[:, 0], self.chain_,
+                "replace_all") if least_squares_kind(self.outcome_model)
+                else substitution_variance(data, e1, lam, m_first, D))
         everyone = np.ones(data.n, dtype=bool)
         self.mu_ = np.array([self.chain_.predict(0, data, everyone, a).mean() for a in (0, 1)])
         self.ate_ = float(self.mu_[1] - self.mu_[0])
