@@ -265,6 +265,11 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
         """The :class:`Estimate` with the influence-function standard error."""
 
     # -- inference
+    def _analytic_estimate(self, inference: str, target=None) -> Estimate:
+        """The :class:`Estimate` of an ``inference`` other than the bootstrap (default: the
+        influence function's; estimators with another analytic interval override this)."""
+        return self._influence_estimate(target)
+
     def _replicate(self, target):
         """Picklable ``fit_fn`` of the bootstrap: the point value from a resampled container."""
         return _Refit(self, target)
@@ -281,8 +286,8 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
         check_is_fitted(self, "data_")
         inference = self._check_inference(inference)
         alpha = check_alpha(alpha)
-        if inference == "influence":
-            out = self._influence_estimate(target)
+        if inference != "bootstrap":
+            out = self._analytic_estimate(inference, target)
         else:
             n_boot = check_positive_int(n_boot, "n_boot", minimum=2)
             n_jobs = 1 if check_n_jobs(n_jobs) is None else n_jobs

@@ -36,7 +36,7 @@ from causalkit.exceptions import BootstrapFailureWarning
 
 __all__ = ["Estimate", "bootstrap", "difference_in_means", "contrast", "inverse_variance_pool"]
 
-_CI_METHODS = ("normal", "percentile")
+_CI_METHODS = ("normal", "percentile", "fab")
 
 
 class Estimate:
@@ -58,8 +58,12 @@ class Estimate:
         Number of observations used; defaults to ``len(influence)``.
     replicates : array-like, optional
         Bootstrap replicates of the estimate, enabling percentile intervals.
-    ci_method : {"normal", "percentile"}
-        Default interval type of :meth:`conf_int`.
+    ci_method : {"normal", "percentile", "fab"}
+        Default interval type of :meth:`conf_int`; ``"fab"`` needs ``interval``.
+    interval : causalkit.fab.FABInterval, optional
+        An interval built from a direct and an independent indirect estimate
+        (:mod:`causalkit.fab`); with ``ci_method="fab"`` it gives the interval, and the p-value
+        (and the z statistic, its normal equivalent) come from inverting the same tests.
     details : mapping, optional
         Extra scalar diagnostics (e.g. ``{"n_borrowed": 120}``), shown by :meth:`summary` and
         :meth:`to_frame`.
@@ -96,7 +100,7 @@ class Estimate:
 
     def __init__(self, value, std_error, *, influence=None, name="ATE", method=None, n_obs=None,
                  replicates=None, ci_method="normal", details=None, alpha=0.05,
-                 null_value=0.0):
+                 null_value=0.0, interval=None):
         value = float(value)
         std_error = float(std_error)
         if not np.isfinite(value):
@@ -107,6 +111,9 @@ class Estimate:
             raise ValueError(f"ci_method must be one of {_CI_METHODS}; got {ci_method!r}")
         if ci_method == "percentile" and replicates is None:
             raise ValueError("ci_method='percentile' needs bootstrap replicates")
+        if ci_method == "fab" and interval is None:
+            raise ValueError("ci_method='fab' needs interval (a causalkit.fab.FABInterval)")
+        self.interval = interval
         self.value = value
         self.std_error = std_error
         self.influence = None if influence is None else np.asarray(influence, dtype=float)
@@ -147,13 +154,18 @@ class Estimate:
         if self.null_value is None:
             return float("nan")
         diff = self.value - self.null_value
+        if self.ci_method == "fab":
+            return float(-np.sign(diff) * ndtri(self.pvalue / 2))
         if self.std_error == 0:
             return 0.0 if diff == 0 else float(np.sign(diff) * np.inf)
         return diff / self.std_error
 
     @property
     def pvalue(self) -> float:
-        """Two-sided normal p-value for H0: value = ``null_value`` (NaN when it is None)."""
+        """Two-sided p-value for H0: value = ``null_value`` (NaN when it is None): normal, or
+        with ``ci_method="fab"`` that of the FAB tests behind the interval."""
+        if self.null_value is not None and self.ci_method == "fab":
+            return self.interval.pvalue(self.null_value)
         return float(2.0 * ndtr(-abs(self.zstat)))
 
     def conf_int(self, alpha: float | None = None,
@@ -164,8 +176,9 @@ class Estimate:
         ----------
         alpha : float, optional
             Level; 0.05 gives a 95% interval. Default ``self.alpha``.
-        method : {"normal", "percentile"}, optional
-            Defaults to ``self.ci_method``; "percentile" needs bootstrap replicates.
+        method : {"normal", "percentile", "fab"}, optional
+            Defaults to ``self.ci_method``; "percentile" needs bootstrap replicates, "fab" an
+            ``interval``.
         """
         alpha = self.alpha if alpha is None else check_alpha(alpha)
         method = self.ci_method if method is None else method
@@ -177,6 +190,10 @@ class Estimate:
                 raise ValueError("method='percentile' needs bootstrap replicates")
             lo, hi = np.quantile(self.replicates, [alpha / 2, 1 - alpha / 2])
             return (float(lo), float(hi))
+        if method == "fab":
+            if self.interval is None:
+                raise ValueError("method='fab' needs an interval (causalkit.fab.FABInterval)")
+            return self.interval.conf_int(alpha)
         raise ValueError(f"method must be one of {_CI_METHODS}; got {method!r}")
 
     def _tested(self) -> bool:

@@ -15,6 +15,7 @@ from causalkit.borrowing import AdaptiveBorrowing, FullBorrowing, TrialOnly
 from causalkit.borrowing.adaptive import BIAS_PRIOR, bias_posterior_mean
 from causalkit.borrowing.designs import paper_a_design
 from causalkit.borrowing.efficient import difference_se
+from causalkit.fab import FABInterval
 
 
 def _data(seed=3, **kwargs):
@@ -122,12 +123,47 @@ def test_unbiased_under_exchangeability_with_skewed_errors():
     assert np.sqrt(np.mean(errors ** 2)) < 0.85 * np.sqrt(np.mean(np.square(trial_errors)))
 
 
-def test_bootstrap_is_default_and_cached():
+def test_fab_interval_is_default_and_built_from_trial_only_and_the_indirect_estimate():
     args, s, _ = _data(seed=5)
     est = AdaptiveBorrowing(random_state=0).fit(*args, trial=s)
-    first = est.estimate(n_boot=20)
+    out = est.estimate()
+    assert out.ci_method == "fab" and out.replicates is None
+    assert out.value == est.estimate(inference="influence").value
+    base = est.trial_only_
+    lo, hi = FABInterval(base.value, base.std_error, est.indirect_estimate_,
+                         est.indirect_se_ ** 2).conf_int(0.1)
+    assert out.conf_int(0.1) == (lo, hi)
+    # the reported SE is the 95% interval's normal-equivalent half-length
+    lo, hi = out.conf_int()
+    assert out.std_error == pytest.approx((hi - lo) / (2 * stats.norm.ppf(0.975)))
+
+
+def test_indirect_estimate_is_uncorrelated_with_trial_only_and_unbiased_when_exchangeable():
+    """Over draws of the Paper A design (seeds 7100-7199, no study uses them): the indirect
+    estimate's correlation with trial-only is near 0 and, with exchangeable controls, its mean
+    is the truth; with 30% of the controls shifted by 1 SD it is biased."""
+    rows = {0.0: [], 1.0: []}
+    for bias in rows:
+        for seed in range(7100, 7200):
+            args, s, d = _data(seed=seed, bias=bias)
+            est = AdaptiveBorrowing(random_state=0).fit(*args, trial=s)
+            rows[bias].append((est.trial_only_.value - d["truth"],
+                               est.indirect_estimate_ - d["truth"], est.indirect_se_))
+    exch, biased = np.array(rows[0.0]), np.array(rows[1.0])
+    assert abs(np.corrcoef(exch[:, 0], exch[:, 1])[0, 1]) < 0.2
+    mc_se = exch[:, 1].std(ddof=1) / np.sqrt(len(exch))
+    assert abs(exch[:, 1].mean()) < 3 * mc_se
+    # its SE estimates its spread
+    assert 0.8 < exch[:, 2].mean() / exch[:, 1].std(ddof=1) < 1.25
+    assert abs(biased[:, 1].mean()) > 5 * biased[:, 1].std(ddof=1) / np.sqrt(len(biased))
+
+
+def test_bootstrap_is_cached():
+    args, s, _ = _data(seed=5)
+    est = AdaptiveBorrowing(random_state=0).fit(*args, trial=s)
+    first = est.estimate(inference="bootstrap", n_boot=20)
     assert first.replicates is not None and len(first.replicates) == 20
-    again = est.estimate(n_boot=20)
+    again = est.estimate(inference="bootstrap", n_boot=20)
     assert np.array_equal(again.replicates, first.replicates) and len(est._bootstrap_cache) == 1
 
 
@@ -135,9 +171,9 @@ def test_bootstrap_seeded_by_a_seed_sequence_of_several_words_is_cached():
     # SeedSequence([a, b]).entropy is a list: the cache key must still be hashable
     args, s, _ = _data(seed=5)
     est = AdaptiveBorrowing(random_state=0).fit(*args, trial=s)
-    first = est.estimate(n_boot=20, random_state=np.random.SeedSequence([7, 1]))
-    again = est.estimate(n_boot=20, random_state=np.random.SeedSequence([7, 1]))
-    other = est.estimate(n_boot=20, random_state=np.random.SeedSequence([7, 2]))
+    seeds = [np.random.SeedSequence(words) for words in ([7, 1], [7, 1], [7, 2])]
+    first, again, other = (est.estimate(inference="bootstrap", n_boot=20, random_state=seed)
+                           for seed in seeds)
     assert np.array_equal(again.replicates, first.replicates)
     assert not np.array_equal(other.replicates, first.replicates)
     assert len(est._bootstrap_cache) == 2

@@ -116,9 +116,10 @@ from causalkit.borrowing.efficient import (
     difference_se,
     trial_only_influence,
 )
+from causalkit.fab import FABInterval
 from causalkit.inference import Estimate
 
-__all__ = ["AdaptiveBorrowing", "BIAS_PRIOR", "bias_posterior_mean"]
+__all__ = ["AdaptiveBorrowing", "BIAS_PRIOR", "bias_posterior_mean", "indirect_estimate"]
 
 #: Default ``bias_prior``: atoms :math:`\\theta_k` and their masses :math:`m_k` (relative to the
 #: flat density 1) of the prior on the standardised bias (module docstring for the choice;
@@ -152,6 +153,36 @@ def bias_posterior_mean(z, bias_prior=BIAS_PRIOR):
     num = z + (masses * atoms * (plus - minus)).sum(axis=-1)
     den = 1.0 + (masses * (plus + minus)).sum(axis=-1)
     return num / den
+
+
+def indirect_estimate(trial_value: float, difference: float, psi_trial: np.ndarray,
+                      psi_full: np.ndarray) -> tuple[float, float]:
+    """The estimate of the ATE from the external controls that is uncorrelated with trial-only,
+    :math:`\\hat v = \\hat\\tau_0 + k\\hat D`, and its standard error.
+
+    With influence values :math:`\\psi_0` (trial-only) and :math:`\\psi_E` (full borrowing) on
+    the common sample of :math:`N` rows, :math:`s_0^2 = \\sum\\psi_0^2/N^2`,
+    :math:`c = \\sum\\psi_0(\\psi_E-\\psi_0)/N^2` (the covariance of :math:`\\hat\\tau_0` and
+    :math:`\\hat D`) and :math:`s_D^2 = \\sum(\\psi_E-\\psi_0)^2/N^2`, the choice
+    :math:`k = -s_0^2/c` makes :math:`\\operatorname{Cov}(\\hat\\tau_0, \\hat v) = 0`, and
+    :math:`\\operatorname{Var}(\\hat v) = k^2 s_D^2 - s_0^2` (positive by Cauchy-Schwarz). When
+    full borrowing is efficient, :math:`c = -s_D^2` and :math:`\\hat v = \\hat\\tau_E +
+    (s_E^2/s_D^2)\\hat D`. It is unbiased when the external controls are exchangeable and
+    carries :math:`k` times full borrowing's bias otherwise. Where :math:`c \\ge 0` (the
+    external controls carry no information the trial lacks) it is ``(nan, inf)``: no
+    indirect information."""
+    n = psi_trial.size
+    d = psi_full - psi_trial
+    s0 = np.sum(psi_trial * psi_trial) / n ** 2
+    cov = np.sum(psi_trial * d) / n ** 2
+    var_d = np.sum(d * d) / n ** 2
+    if not cov < 0:
+        return float("nan"), float("inf")
+    k = -s0 / cov
+    var = k * k * var_d - s0
+    if not var > 0:
+        return float("nan"), float("inf")
+    return float(trial_value + k * difference), float(np.sqrt(var))
 
 
 def _check_bias_prior(bias_prior):
@@ -221,7 +252,8 @@ class AdaptiveBorrowing(BorrowingEstimator):
     """
 
     _label = "Adaptive borrowing"
-    _default_inference = "bootstrap"
+    _default_inference = "fab"
+    _inferences = ("fab", "influence", "bootstrap")
 
     def __init__(self, outcome_model=None, bias_prior=BIAS_PRIOR, variance_ratio=1.0,
                  propensity="constant", random_state=None):
@@ -249,8 +281,11 @@ class AdaptiveBorrowing(BorrowingEstimator):
             lam = float(np.clip(1.0 - bias_posterior_mean(z, self.bias_prior) / z, 0.0, 1.0))
         else:
             lam = 0.0
-        psi = (1.0 - lam) * trial_only_influence(base, full) + lam * full.influence
+        psi0 = trial_only_influence(base, full)
+        psi = (1.0 - lam) * psi0 + lam * full.influence
         n = psi.size
+        self.indirect_estimate_, self.indirect_se_ = indirect_estimate(base.value, diff, psi0,
+                                                                       full.influence)
         fit = BorrowedFit(value=float(base.value + lam * diff),
                           std_error=float(np.sqrt(np.sum(psi * psi)) / n), influence=psi,
                           weights=lam * full.weights, variance_ratio=full.variance_ratio,
@@ -260,6 +295,17 @@ class AdaptiveBorrowing(BorrowingEstimator):
         self.difference_se_ = s_d
         mask = np.full(data.n_external, lam)
         return fit, mask, {"borrowing_fraction": lam, "bias_statistic": float(z)}
+
+    def _analytic_estimate(self, inference: str, target=None) -> Estimate:
+        out = self._influence_estimate(target)
+        if inference == "fab" and hasattr(self, "trial_only_"):
+            base = self.trial_only_
+            out.ci_method = "fab"
+            out.interval = FABInterval(base.value, base.std_error, self.indirect_estimate_,
+                                       self.indirect_se_ ** 2)
+            lo, hi = out.interval.conf_int(0.05)
+            out.std_error = (hi - lo) / (2.0 * norm.ppf(0.975))
+        return out
 
     def plot(self, ax=None, **estimate_kwargs):
         """Trial-only, full borrowing and the adaptive estimate with their intervals; the title

@@ -11,8 +11,11 @@
 * :func:`nsw_psid`: Paper A's real-data benchmark: the NSW trial with 80 of its 260 controls
   (drawn anew in each replication) borrowing PSID-1 comparison units, every estimator's error
   against the full experiment's benchmark; 200 draws.
-* :func:`adaptive_bootstrap_coverage`: coverage of the recommended estimator's default
-  (pipeline-bootstrap) interval on exchangeable and biased grid cells, 200 x 200.
+* :func:`adaptive_bootstrap_coverage`: coverage of the recommended estimator's
+  pipeline-bootstrap interval on exchangeable and biased grid cells, 200 x 200.
+* :func:`adaptive_interval_coverage`: coverage and length of its default (FAB) interval on
+  every grid cell, beside the interval that holds the amount borrowed fixed and trial-only's;
+  500 replications per cell.
 * :func:`design_grid`: operating characteristics of every estimator over the published design
   grid (:data:`GRID_SCENARIOS`), beside the oracle set (unbiased controls only) and the best
   fixed amount of borrowing in hindsight; 500 replications per cell.
@@ -37,7 +40,8 @@ from causalkit.borrowing.designs import gao_design, paper_a_design
 from causalkit.exceptions import CausalkitWarning
 
 __all__ = ["paper_a", "gao", "nsw_psid", "nsw_psid_design", "design_grid", "design_grid_core",
-           "bootstrap_coverage", "adaptive_bootstrap_coverage", "best_fixed_borrowing",
+           "bootstrap_coverage", "adaptive_bootstrap_coverage", "adaptive_interval_coverage",
+           "best_fixed_borrowing",
            "OracleEstimator", "StudyEstimator", "plot_summary", "CORE_ESTIMATORS",
            "GRID_SCENARIOS", "QUICK_GRID", "BOOTSTRAP_CELLS", "PAPER_A_SCENARIOS",
            "GAO_SCENARIOS"]
@@ -308,6 +312,31 @@ def adaptive_bootstrap_coverage(reps=None, seed: int = 11, n_jobs: int = 1, back
                              propensity=propensity)
         scenarios[label] = (design, kwargs, {"adaptive": est})
     return _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler, out)
+
+
+def adaptive_interval_coverage(reps=None, seed: int = 13, n_jobs: int = 1, backend="loky",
+                               scheduler=None, out=None, quick: bool = False) -> pd.DataFrame:
+    """Coverage and length of the recommended estimator's default interval (the FAB interval,
+    :mod:`causalkit.fab`) on every cell of :data:`GRID_SCENARIOS`, beside its interval with the
+    amount borrowed held fixed (``adaptive-conditional``, ``inference="influence"``) and
+    trial-only's; 500 replications per cell (``quick``: the cells of :data:`QUICK_GRID`, 10).
+    The summary adds ``length_ratio``, the mean interval length over trial-only's in the same
+    cell."""
+    reps = reps or (10 if quick else 500)
+    cells = {k: v for k, v in GRID_SCENARIOS.items() if not quick or k in QUICK_GRID}
+    scenarios = {}
+    for label, (design, kwargs, propensity) in cells.items():
+        scenarios[label] = (design, kwargs, {
+            "adaptive": StudyEstimator("adaptive", inference="fab", propensity=propensity),
+            "adaptive-conditional": StudyEstimator("adaptive", propensity=propensity),
+            "trial": StudyEstimator("trial", propensity=propensity)})
+    summary = _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler, out)
+    trial = summary.xs("trial", level="estimator")["mean_ci_length"]
+    summary["length_ratio"] = summary["mean_ci_length"] / trial.reindex(
+        summary.index.get_level_values("scenario")).to_numpy()
+    if out is not None:
+        summary.to_csv(Path(out).with_name(f"{Path(out).stem}_summary.csv"))
+    return summary
 
 
 def plot_summary(summary: pd.DataFrame, metric: str = "rmse", ax=None):
