@@ -10,12 +10,12 @@
    (one independent trial-participation fit per grid size) and prints the largest difference
    of the two MSE paths.
 3. The recommended estimator with its default inference on NSW/CPS:
-   ``AdaptiveBorrowing(random_state=0).fit(...).estimate()`` (a 200-resample pipeline
-   bootstrap, serial) against the reference a practitioner would run instead, a 200-resample
-   bootstrap of one statsmodels OLS of the outcome on treatment and covariates over the same
+   ``AdaptiveBorrowing(random_state=0).fit(...).estimate()`` (the FAB interval, computed from
+   the fit; ``inference="bootstrap"`` is the 200-resample pipeline bootstrap) against the
+   reference a practitioner would run instead, a 200-resample bootstrap of one statsmodels OLS of the outcome on treatment and covariates over the same
    16,437 rows; the two interleaved, medians over ``--repeats-nsw`` (target < 5 s on 2 cores).
 4. The recommended estimator at scale, on the data of 2: ``AdaptiveBorrowing().fit(...)`` and
-   its influence-function estimate, against one statsmodels OLS fit on the pooled data
+   its default estimate, against one statsmodels OLS fit on the pooled data
    (interleaved, medians over 3; target <= 2x), and its peak traced memory (``tracemalloc``,
    an untimed run) in copies of X (target <= 3).
 
@@ -145,7 +145,7 @@ def adaptive_nsw_cps(repeats: int):
 
 
 def adaptive_scale(X, y, a, s, repeats: int = 3):
-    """Median seconds of ``AdaptiveBorrowing`` (fit + influence estimate) and of one statsmodels
+    """Median seconds of ``AdaptiveBorrowing`` (fit + default estimate) and of one statsmodels
     OLS on the pooled data, interleaved; then the estimator's peak traced memory in copies of
     ``X``."""
     import statsmodels.api as sm
@@ -153,7 +153,7 @@ def adaptive_scale(X, y, a, s, repeats: int = 3):
     from causalkit.borrowing import AdaptiveBorrowing
 
     def fit():
-        AdaptiveBorrowing(random_state=0).fit(X, y, a, trial=s).estimate(inference="influence")
+        AdaptiveBorrowing(random_state=0).fit(X, y, a, trial=s).estimate()
 
     ours, ols = [], []
     with warnings.catch_warnings():
@@ -204,7 +204,7 @@ def main(argv=None) -> None:
           f"; 200-resample OLS bootstrap {ref:.2f} s; ratio {ours / ref:.1f}x")
     with threadpool_limits(1):
         ours, ols, copies = adaptive_scale(*data)
-    print(f"AdaptiveBorrowing at scale: fit + influence estimate {ours:.2f} s, statsmodels OLS "
+    print(f"AdaptiveBorrowing at scale: fit + default estimate {ours:.2f} s, statsmodels OLS "
           f"{ols:.2f} s, ratio {ours / ols:.2f}x (target <= 2x); peak traced memory "
           f"{copies:.2f} copies of X (target <= 3)")
 

@@ -321,12 +321,13 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
 
         Parameters
         ----------
-        inference : {"influence", "bootstrap"}, optional
+        inference : {"influence", "bootstrap"} or another kind the estimator lists, optional
             ``"influence"``: normal interval from the estimator's influence function.
             ``"bootstrap"``: percentile interval from refitting the whole pipeline on ``n_boot``
             resamples drawn within the data's strata (cached: a second call with the same
             ``n_boot`` and seed returns the stored result). Default: the estimator's own
-            choice (see its class docstring).
+            choice (see its class docstring; e.g. ``"fab"`` for
+            :class:`~causalkit.borrowing.AdaptiveBorrowing`).
         alpha : float
             Level of the interval the result reports by default (0.05: 95%).
         n_boot : int

@@ -57,6 +57,19 @@ def test_paper_a_study_writes_and_resumes(tmp_path):
                                   again.drop(columns="mean_seconds"))
 
 
+def test_interval_study_reports_coverage_and_length_against_trial_only(tmp_path):
+    from causalkit.borrowing.studies import adaptive_interval_coverage
+
+    summary = adaptive_interval_coverage(reps=4, quick=True, out=tmp_path / "fab.jsonl")
+    assert set(summary.index.get_level_values("estimator")) == {"adaptive",
+                                                                "adaptive-conditional", "trial"}
+    trial = summary.xs("trial", level="estimator")
+    assert np.allclose(trial["length_ratio"], 1.0)
+    # the FAB interval is never more than 1.090 times trial-only's (tests/test_fab.py)
+    assert (summary.xs("adaptive", level="estimator")["length_ratio"] <= 1.0901).all()
+    assert (tmp_path / "fab_summary.csv").exists()
+
+
 def test_cli_borrow(capsys, tmp_path):
     from causalkit.cli import main
     rng = np.random.default_rng(0)

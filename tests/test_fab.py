@@ -11,16 +11,14 @@ from causalkit.inference import Estimate
 Z = stats.norm.ppf(0.975)
 
 
-def _draws(bias, seed, reps=1500, ratio=0.7):
+def _draws(bias, seed, reps=4000, ratio=0.7):
     """Direct y ~ N(0, 1) and an independent indirect v ~ N(bias, ratio^2): the borrowing
     problem's pair when full borrowing's SE is ``ratio`` of trial-only's (seeds 7300-7399)."""
     rng = np.random.default_rng(seed)
     var_v = ratio ** 2 / (1 - ratio ** 2)
     y = rng.normal(size=reps)
     v = bias + rng.normal(scale=np.sqrt(var_v), size=reps)
-    ends = np.array([FABInterval(yi, 1.0, vi, var_v).conf_int(0.05)
-                     for yi, vi in zip(y, v, strict=True)])
-    return ends, var_v
+    return np.column_stack(FABInterval(y, 1.0, v, var_v).conf_int(0.05)), var_v
 
 
 @pytest.mark.parametrize("bias, seed", [(0.0, 7300), (2.0, 7301), (20.0, 7302)])
@@ -39,6 +37,17 @@ def test_shorter_when_right_and_bounded_when_wrong():
     fixed = stats.norm.ppf(1 - 0.05 * FAB_W_FLOOR) + stats.norm.ppf(1 - 0.05 * (1 - FAB_W_FLOOR))
     assert np.allclose(wrong[:, 1] - wrong[:, 0], fixed, rtol=1e-6)
     assert fixed / usual == pytest.approx(1.090, abs=5e-4)
+    # and no interval is longer, at any bias
+    between, _ = _draws(2.0, 7305)
+    for ends in (right, between):
+        assert np.all(ends[:, 1] - ends[:, 0] <= fixed + 1e-9)
+
+
+def test_array_inputs_give_the_scalar_intervals():
+    y, v = np.array([0.3, -1.2, 2.0]), np.array([0.1, 0.9, -3.0])
+    lower, upper = FABInterval(y, 0.8, v, 0.5).conf_int(0.1)
+    for i in range(3):
+        assert FABInterval(y[i], 0.8, v[i], 0.5).conf_int(0.1) == (lower[i], upper[i])
 
 
 def test_without_indirect_information_it_is_the_usual_interval_and_p_value():

@@ -122,9 +122,10 @@ class BorrowingEstimator(CausalEstimator):
     covered 0.895 (AIB) and 0.885 (ACIB), the normal one 0.925 and 0.935; their bootstrap SEs
     were 0.90 and 0.93 of the estimates' SD. Choosing the set size by a minimum over a noisy
     MSE path is not a smooth functional of the data, the case where the bootstrap can fail
-    (Andrews 2000, *Econometrica* 68(2)). :class:`~causalkit.borrowing.AdaptiveBorrowing`'s
-    rule is a continuous function of one statistic; its coverage is the study
-    ``borrowing-bootstrap-adaptive``.
+    (Andrews 2000, *Econometrica* 68(2)). :class:`~causalkit.borrowing.AdaptiveBorrowing`
+    defaults to a third kind, ``"fab"``: trial-only's tests inverted with their level split by
+    an independent estimate from the external controls, exact for every bias
+    (:mod:`causalkit.fab`; study ``borrowing-interval-adaptive``).
 
     Subclasses implement ``_borrow(data)``, returning ``(BorrowedFit, borrowed_mask, details)``.
     Without external controls every borrowing estimator falls back to :class:`TrialOnly`'s
