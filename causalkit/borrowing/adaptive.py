@@ -73,7 +73,7 @@ it).
 
 Inference: the default interval (``inference="fab"``) keeps its level whatever the bias. Let
 :math:`\\hat v = \\hat\\tau_0 + k\\hat D` be the combination of trial-only and full borrowing
-that is uncorrelated with trial-only (:func:`indirect_estimate`; when full borrowing is
+that is uncorrelated with trial-only (``indirect_estimate``; when full borrowing is
 efficient :math:`k = s_0^2/s_D^2`). It estimates the ATE from what the external controls add,
 is unbiased when they are exchangeable, and, being independent of :math:`\\hat\\tau_0` in the
 normal approximation, may decide how each trial-only test of :math:`\\tau = \\tau'` splits its
@@ -250,7 +250,7 @@ class AdaptiveBorrowing(BorrowingEstimator):
     trial_only_, full_borrowing_ : BorrowedFit
         The two fits that are combined.
     indirect_estimate_, indirect_se_ : float
-        :math:`\\hat v` and its standard error (:func:`indirect_estimate`; ``nan`` and ``inf``
+        :math:`\\hat v` and its standard error (``indirect_estimate``; ``nan`` and ``inf``
         when the external controls add no information), behind the default FAB interval.
     outcome_models_ : dict
         The outcome regressions fitted on the trial arms.
