@@ -134,9 +134,11 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("--estimators", default=default,
                         help=f"comma-separated estimator names (default {default}; 'all' for "
                              "every one)")
-    parser.add_argument("--inference", choices=("influence", "bootstrap"), default=None,
-                        help="interval: influence function or pipeline bootstrap (default: "
-                             "each estimator's own)")
+    kinds = ("influence", "bootstrap") + (("fab",) if command == "borrow" else ())
+    parser.add_argument("--inference", choices=kinds, default=None,
+                        help="interval: influence function or pipeline bootstrap"
+                             + (" or FAB (adaptive only)" if command == "borrow" else "")
+                             + " (default: each estimator's own)")
     parser.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples")
     parser.add_argument("--jobs", type=int, default=1, help="bootstrap workers")
     parser.add_argument("--seed", type=int, default=0, help="random_state of the estimators")
@@ -228,7 +230,8 @@ def _fit_all(command, args, frame, roles, cov):
             row = res.to_frame()
             if label is not None:
                 row.index = [f"{row.index[0]}: {label}"]
-            row.insert(0, "interval", "bootstrap" if res.replicates is not None else "influence")
+            row.insert(0, "interval", "bootstrap" if res.replicates is not None
+                       else "fab" if res.ci_method == "fab" else "influence")
             rows.append(row)
     return pd.concat(rows), fitted
 

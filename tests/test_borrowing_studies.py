@@ -83,6 +83,13 @@ def test_cli_borrow(capsys, tmp_path):
     out = capsys.readouterr().out
     assert code == 0 and "AIB" in out and "n_borrowed" in out and png.exists()
     assert main(["borrow", "--data", str(path), "--outcome", "nope"]) == 2
+    # the recommended estimator's default interval is reported as what it is
+    args = ["borrow", "--data", str(path), "--outcome", "y", "--treatment", "a", "--trial", "s"]
+    assert main(args + ["--estimators", "adaptive"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("Adaptive borrowing") and " fab " in line for line in table)
+    assert main(args + ["--estimators", "trial", "--inference", "fab"]) == 2
+    assert "inference must be one of" in capsys.readouterr().err
 
 
 def test_demo_table(tmp_path):
