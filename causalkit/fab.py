@@ -15,7 +15,8 @@ has level exactly :math:`\\alpha` whatever :math:`w(\\theta) \\in (0, 1)` is, as
 is independent of :math:`y`. Inverting these tests gives an interval whose coverage is
 :math:`1-\\alpha` for every :math:`\\theta` and every bias :math:`b`. The split :math:`w`
 that minimises the expected length when :math:`\\theta \\sim N(v, \\tau^2)` is
-(Yu & Hoff 2018, Thm. 1)
+(Yu & Hoff 2018; setting the derivative of the prior-predictive acceptance probability to 0
+gives it)
 
 .. math::
 
@@ -43,8 +44,7 @@ more than 1.090 of it, against 0.879 and 2.04 without the floor.
 
 References: Pratt (1963), "Shorter confidence intervals for the mean of a normal distribution
 with known variance", *Ann. Math. Statist.* 34(2); Yu & Hoff (2018), "Adaptive multigroup
-confidence intervals with constant coverage", *Biometrika* 105(2); Hoff (2023), "Bayes-optimal
-prediction with frequentist coverage control", *Bernoulli* 29(2).
+confidence intervals with constant coverage", *Biometrika* 105(2).
 """
 
 from __future__ import annotations

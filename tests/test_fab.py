@@ -87,3 +87,25 @@ def test_bad_arguments_are_named(kwargs, match):
 def test_estimate_needs_the_interval_for_fab():
     with pytest.raises(ValueError, match="interval"):
         Estimate(1.0, 0.5, ci_method="fab")
+
+
+@pytest.mark.parametrize("theta", [-1.5, -0.3, 0.0, 0.4, 2.0])
+def test_split_minimises_the_prior_predictive_acceptance(theta):
+    """The closed-form split against a numerical minimisation of the probability that the
+    test of ``theta`` accepts when y ~ N(v, sigma^2 + tau^2) (the prior predictive)."""
+    from scipy.optimize import minimize_scalar
+
+    sigma, v, tau2, alpha = 1.0, 0.2, 0.6, 0.05
+    fab = FABInterval(0.0, sigma, v, tau2, w_floor=1e-9)
+    q_lo, _ = fab._quantiles(np.float64(theta), alpha)
+    split = stats.norm.cdf(q_lo) / alpha
+    scale = np.sqrt(sigma ** 2 + tau2)
+
+    def accept(w):
+        lo = theta + sigma * stats.norm.ppf(alpha * w)
+        hi = theta + sigma * stats.norm.isf(alpha * (1 - w))
+        return stats.norm.cdf((hi - v) / scale) - stats.norm.cdf((lo - v) / scale)
+
+    best = minimize_scalar(accept, bounds=(1e-9, 1 - 1e-9), method="bounded",
+                           options={"xatol": 1e-10})
+    assert split == pytest.approx(best.x, abs=2e-3)
