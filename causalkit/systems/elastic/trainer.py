@@ -27,6 +27,10 @@ from .plan import reshard_plan
 __all__ = ["ElasticTrainer"]
 
 _WORKER = "causalkit.systems.elastic.worker"
+#: Seconds a reported failure waits for a silent member to show up as dead: a peer's
+#: communication error is usually the symptom of that death, which the process table shows a
+#: moment later (on a loaded host, after the peer's report).
+_DEATH_GRACE_S = 2.0
 
 
 class ElasticTrainer:
@@ -317,9 +321,12 @@ class ElasticTrainer:
             raise RuntimeError(f"workers {dead} died; logs in {self.run_dir}")
 
     def _decide(self, gen: int, union: list[int]) -> tuple[str, str]:
-        """COMMIT iff every member reports ``ok``; ABORT on a failure, a death or a timeout."""
+        """COMMIT iff every member reports ``ok``; ABORT on a failure, a death or a timeout.
+        A death is named as the cause before a reported failure, which waits up to
+        ``_DEATH_GRACE_S`` for a silent member to exit."""
         deadline = time.time() + 5 * self.timeout_s
         keys = {w: f"g{gen}/status/{w}" for w in union}
+        grace = None
         while True:
             done = {w: self.store.get(k).decode() for w, k in keys.items()
                     if self.store.check([k])}
@@ -328,7 +335,9 @@ class ElasticTrainer:
                 return "abort", f"worker {dead[0]} exited (code {self.procs[dead[0]].poll()})"
             failed = {w: s for w, s in done.items() if s != "ok"}
             if failed:
-                return "abort", f"worker {min(failed)} reported {failed[min(failed)]}"
+                grace = grace or time.time() + _DEATH_GRACE_S
+                if len(done) == len(union) or time.time() > grace:
+                    return "abort", f"worker {min(failed)} reported {failed[min(failed)]}"
             if len(done) == len(union):
                 return "commit", ""
             if time.time() > deadline:
