@@ -166,6 +166,17 @@ def _run_scenarios(design, scenarios, estimators, reps, seed, n_jobs, backend, s
     return summary
 
 
+def _over_trial(summary: pd.DataFrame, metric: str, name: str, out) -> pd.DataFrame:
+    """``summary`` with column ``name``: ``metric`` over trial-only's in the same scenario
+    (rewriting the summary CSV beside ``out``)."""
+    trial = summary.xs("trial", level="estimator")[metric]
+    summary[name] = summary[metric] / trial.reindex(
+        summary.index.get_level_values("scenario")).to_numpy()
+    if out is not None:
+        summary.to_csv(Path(out).with_name(f"{Path(out).stem}_summary.csv"))
+    return summary
+
+
 def _estimators(propensity="constant"):
     params = {"propensity": propensity}
     out = {name: StudyEstimator(name, **params) for name in _ORDER if name != "power-prior"}
@@ -225,10 +236,7 @@ def nsw_psid(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", sched
     reps = reps or (5 if quick else 200)
     summary = _run_scenarios(nsw_psid_design, {"nsw-psid": {}}, _estimators(), reps, seed,
                              n_jobs, backend, scheduler, out)
-    summary["rmse_ratio"] = summary["rmse"] / summary.loc[("nsw-psid", "trial"), "rmse"]
-    if out is not None:
-        summary.to_csv(Path(out).with_name(f"{Path(out).stem}_summary.csv"))
-    return summary
+    return _over_trial(summary, "rmse", "rmse_ratio", out)
 
 
 #: The estimators of :func:`design_grid_core`: the recommended one, its two ends, the Bayesian
@@ -256,12 +264,7 @@ def design_grid(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky", sc
         scenarios[label] = (design, kwargs, chosen)
     summary = _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler,
                              out, extra_rows=lambda r: best_fixed_borrowing(r).to_frame().T)
-    trial = summary.xs("trial", level="estimator")["rmse"]
-    summary["rmse_ratio"] = summary["rmse"] / trial.reindex(
-        summary.index.get_level_values("scenario")).to_numpy()
-    if out is not None:
-        summary.to_csv(Path(out).with_name(f"{Path(out).stem}_summary.csv"))
-    return summary
+    return _over_trial(summary, "rmse", "rmse_ratio", out)
 
 
 def design_grid_core(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky",
@@ -331,12 +334,7 @@ def adaptive_interval_coverage(reps=None, seed: int = 13, n_jobs: int = 1, backe
             "adaptive-conditional": StudyEstimator("adaptive", propensity=propensity),
             "trial": StudyEstimator("trial", propensity=propensity)})
     summary = _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler, out)
-    trial = summary.xs("trial", level="estimator")["mean_ci_length"]
-    summary["length_ratio"] = summary["mean_ci_length"] / trial.reindex(
-        summary.index.get_level_values("scenario")).to_numpy()
-    if out is not None:
-        summary.to_csv(Path(out).with_name(f"{Path(out).stem}_summary.csv"))
-    return summary
+    return _over_trial(summary, "mean_ci_length", "length_ratio", out)
 
 
 def plot_summary(summary: pd.DataFrame, metric: str = "rmse", ax=None):
