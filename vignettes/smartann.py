@@ -64,7 +64,7 @@ plt.show()
 #
 # The default and the design are swept over their search budgets on the held-out test queries,
 # beside two indexes anyone would also try with faiss directly and no diagnosis: IVF-Flat with
-# the same number of lists, and HNSW with 16 links per node.
+# the default's number of lists, and HNSW with 16 links per node.
 
 # %%
 def faiss_sweep(key, param, values, bytes_per_vector):
@@ -80,10 +80,10 @@ def faiss_sweep(key, param, values, bytes_per_vector):
 
 
 d = ds.xb.shape[1]
-nlist = design.workflow.nlist_
 default = IVFPQWorkflow(nprobe=8, pq_m=16, pq_nbits=PQ_NBITS)
 with single_thread():
     default.build(ds.xb)
+    nlist = default.nlist_   # the design may be an HNSW, with no lists
     curves = pd.concat([
         sweep(default, ds.xq, ds.gt, qps_repeats=2).assign(
             design=f"default {default.describe()}",
