@@ -1,5 +1,10 @@
-"""Every socket a systems driver listens on (TCP LISTEN, bound UDP) is on the loopback interface:
-each driver's quick run is watched through /proc while it runs."""
+"""Every socket a systems driver listens on (TCP LISTEN, bound unconnected UDP) is on the loopback
+interface: each driver's quick run is watched through /proc while it runs.
+
+A connected UDP socket (state 01) is not counted: it receives only from its one peer, and glibc's
+``getaddrinfo`` opens one to each candidate address of a host name (``connect`` then
+``getsockname``, no datagram sent) to order them (RFC 3484), which gives it the host's own
+address for a moment whenever a process resolves its host name."""
 
 import ipaddress
 import os
@@ -36,7 +41,7 @@ def _address(hex_addr: str):
 
 
 def _bound_sockets() -> dict[str, tuple]:
-    """inode -> (protocol, address, port) of listening TCP and bound UDP sockets."""
+    """inode -> (protocol, address, port) of listening TCP and unconnected bound UDP sockets."""
     found = {}
     for proto in ("tcp", "tcp6", "udp", "udp6"):
         path = Path("/proc/net") / proto
@@ -44,7 +49,7 @@ def _bound_sockets() -> dict[str, tuple]:
             continue
         for line in path.read_text().splitlines()[1:]:
             fields = line.split()
-            if proto.startswith("tcp") and fields[3] != "0A":  # 0A = LISTEN
+            if fields[3] != ("0A" if proto.startswith("tcp") else "07"):  # LISTEN; UDP unconnected
                 continue
             address, port = _address(fields[1])
             found[fields[9]] = (proto, address, port)
