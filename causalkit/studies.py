@@ -40,6 +40,8 @@ STUDIES = {
     "borrowing-bootstrap-paper-a": ("causalkit.borrowing.studies", "bootstrap_coverage"),
     "borrowing-bootstrap-adaptive": ("causalkit.borrowing.studies",
                                      "adaptive_bootstrap_coverage"),
+    "borrowing-bootstrap-selective": ("causalkit.borrowing.studies",
+                                      "selective_bootstrap_coverage"),
     "borrowing-interval-adaptive": ("causalkit.borrowing.studies",
                                     "adaptive_interval_coverage"),
     "longterm-linear": ("causalkit.longterm.studies", "linear_gaussian"),

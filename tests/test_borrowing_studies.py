@@ -70,6 +70,18 @@ def test_interval_study_reports_coverage_and_length_against_trial_only(tmp_path)
     assert (tmp_path / "fab_summary.csv").exists()
 
 
+def test_selective_bootstrap_study_reports_both_bootstrap_intervals(tmp_path):
+    from causalkit.borrowing.studies import BOOTSTRAP_CELLS, selective_bootstrap_coverage
+
+    summary = selective_bootstrap_coverage(quick=True, out=tmp_path / "sel.jsonl")
+    assert list(summary.index.get_level_values("scenario")) == list(BOOTSTRAP_CELLS[:2])
+    assert set(summary.index.get_level_values("estimator")) == {"selective"}
+    assert summary["n_reps"].eq(4).all() and summary["n_errors"].eq(0).all()
+    assert summary[["coverage", "coverage_normal"]].apply(lambda c: c.between(0, 1)).all().all()
+    # the percentile interval is the bootstrap's (SE > 0, interval around the estimate)
+    assert (summary["mean_se"] > 0).all() and (summary["mean_ci_length"] > 0).all()
+
+
 def test_cli_borrow(capsys, tmp_path):
     from causalkit.cli import main
     rng = np.random.default_rng(0)

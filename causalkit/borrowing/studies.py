@@ -13,6 +13,8 @@
   against the full experiment's benchmark; 200 draws.
 * :func:`adaptive_bootstrap_coverage`: coverage of the recommended estimator's
   pipeline-bootstrap interval on exchangeable and biased grid cells, 200 x 200.
+* :func:`selective_bootstrap_coverage`: the same for
+  :class:`~causalkit.borrowing.SelectiveBorrowing`, whose default interval it is.
 * :func:`adaptive_interval_coverage`: coverage and length of its default (FAB) interval on
   every grid cell, beside the interval that holds the amount borrowed fixed and trial-only's;
   500 replications per cell.
@@ -40,7 +42,8 @@ from causalkit.borrowing.designs import gao_design, paper_a_design
 from causalkit.exceptions import CausalkitWarning
 
 __all__ = ["paper_a", "gao", "nsw_psid", "nsw_psid_design", "design_grid", "design_grid_core",
-           "bootstrap_coverage", "adaptive_bootstrap_coverage", "adaptive_interval_coverage",
+           "bootstrap_coverage", "adaptive_bootstrap_coverage", "selective_bootstrap_coverage",
+           "adaptive_interval_coverage",
            "best_fixed_borrowing",
            "OracleEstimator", "StudyEstimator", "plot_summary", "CORE_ESTIMATORS",
            "GRID_SCENARIOS", "QUICK_GRID", "BOOTSTRAP_CELLS", "PAPER_A_SCENARIOS",
@@ -299,22 +302,42 @@ BOOTSTRAP_CELLS = ("linear-exchangeable", "linear-exponential", "linear-bias0.5x
                    "linear-bias1x30", "binary-exchangeable", "binary-bias0.5x30")
 
 
-def adaptive_bootstrap_coverage(reps=None, seed: int = 11, n_jobs: int = 1, backend="loky",
-                                scheduler=None, out=None, quick: bool = False,
-                                n_boot: int = 200) -> pd.DataFrame:
-    """Coverage of the recommended estimator's default interval (pipeline bootstrap,
-    ``n_boot`` = 200 percentile resamples) on the grid cells of :data:`BOOTSTRAP_CELLS`, 200
-    replications each (``quick``: two cells, 4 replications x 10 resamples)."""
+def _bootstrap_cells(names, reps, seed, n_jobs, backend, scheduler, out, quick, n_boot):
+    """Pipeline-bootstrap coverage of the estimators ``names`` on the grid cells of
+    :data:`BOOTSTRAP_CELLS`: ``reps`` (200) replications x ``n_boot`` percentile resamples per
+    cell (``quick``: two cells, 4 replications x 10 resamples)."""
     reps = reps or (4 if quick else 200)
     n_boot = 10 if quick else n_boot
     cells = BOOTSTRAP_CELLS[:2] if quick else BOOTSTRAP_CELLS
     scenarios = {}
     for label in cells:
         design, kwargs, propensity = GRID_SCENARIOS[label]
-        est = StudyEstimator("adaptive", inference="bootstrap", n_boot=n_boot,
-                             propensity=propensity)
-        scenarios[label] = (design, kwargs, {"adaptive": est})
+        scenarios[label] = (design, kwargs, {
+            name: StudyEstimator(name, inference="bootstrap", n_boot=n_boot,
+                                 propensity=propensity) for name in names})
     return _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler, out)
+
+
+def adaptive_bootstrap_coverage(reps=None, seed: int = 11, n_jobs: int = 1, backend="loky",
+                                scheduler=None, out=None, quick: bool = False,
+                                n_boot: int = 200) -> pd.DataFrame:
+    """Coverage of the recommended estimator's pipeline-bootstrap interval (``n_boot`` = 200
+    percentile resamples) on the grid cells of :data:`BOOTSTRAP_CELLS`, 200 replications
+    each (``quick``: two cells, 4 replications x 10 resamples)."""
+    return _bootstrap_cells(("adaptive",), reps, seed, n_jobs, backend, scheduler, out, quick,
+                            n_boot)
+
+
+def selective_bootstrap_coverage(reps=None, seed: int = 17, n_jobs: int = 1, backend="loky",
+                                 scheduler=None, out=None, quick: bool = False,
+                                 n_boot: int = 200) -> pd.DataFrame:
+    """Coverage of :class:`~causalkit.borrowing.SelectiveBorrowing`'s default interval (the
+    pipeline bootstrap, ``n_boot`` = 200 percentile resamples) on the grid cells of
+    :data:`BOOTSTRAP_CELLS`, 200 replications each (``quick``: two cells, 4 replications x 10
+    resamples); the summary adds ``coverage_normal``, the normal interval with the bootstrap
+    SE."""
+    return _bootstrap_cells(("selective",), reps, seed, n_jobs, backend, scheduler, out, quick,
+                            n_boot)
 
 
 def adaptive_interval_coverage(reps=None, seed: int = 13, n_jobs: int = 1, backend="loky",
