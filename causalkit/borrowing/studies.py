@@ -328,14 +328,15 @@ def adaptive_bootstrap_coverage(reps=None, seed: int = 11, n_jobs: int = 1, back
                             n_boot)
 
 
-def selective_bootstrap_coverage(reps=None, seed: int = 17, n_jobs: int = 1, backend="loky",
+def selective_bootstrap_coverage(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky",
                                  scheduler=None, out=None, quick: bool = False,
                                  n_boot: int = 200) -> pd.DataFrame:
     """Coverage of :class:`~causalkit.borrowing.SelectiveBorrowing`'s default interval (the
     pipeline bootstrap, ``n_boot`` = 200 percentile resamples) on the grid cells of
     :data:`BOOTSTRAP_CELLS`, 200 replications each (``quick``: two cells, 4 replications x 10
     resamples); the summary adds ``coverage_normal``, the normal interval with the bootstrap
-    SE."""
+    SE. With the same ``seed`` the data sets are those of :func:`adaptive_bootstrap_coverage`
+    (``causalkit simulate`` passes 2024 to both)."""
     return _bootstrap_cells(("selective",), reps, seed, n_jobs, backend, scheduler, out, quick,
                             n_boot)
 
