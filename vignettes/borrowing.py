@@ -167,7 +167,9 @@ if fab_file is not None and fab_file.exists():
 # %% [markdown]
 # The pipeline bootstrap (`inference="bootstrap"`) is still offered. The committed study
 # `borrowing-bootstrap-adaptive` (200 replications x 200 resamples per cell) measures its
-# coverage, which falls below its level in several cells, exchangeable and biased; and the
+# coverage, which falls below its level in several cells, exchangeable and biased (printed
+# beside it: `borrowing-bootstrap-selective`, the same data sets and resamples for
+# `SelectiveBorrowing`, whose default interval this bootstrap is); and the
 # quadrature check `simulations/borrowing_interval_check.py` measures the price of an interval
 # that keeps its level for every bias while centred on the adaptive estimate (McCloskey's
 # size-corrected hybrid), as a ratio of its expected length to the trial-only interval's. It is
@@ -178,9 +180,14 @@ boot_dir = committed_results("borrowing-bootstrap-adaptive")
 boot_file = None if boot_dir is None else boot_dir / "borrowing-bootstrap-adaptive_summary.csv"
 check_dir = committed_results("borrowing")
 check_file = None if check_dir is None else check_dir / "borrowing_interval_check.csv"
+selective_dir = committed_results("borrowing-bootstrap-selective")
 if boot_file is not None and boot_file.exists():
-    cover = pd.read_csv(boot_file).set_index("scenario")
-    print(cover[["n_reps", "coverage", "mean_ci_length"]].round(3).to_string())
+    cover = [pd.read_csv(boot_file)]
+    if selective_dir is not None:
+        cover.append(pd.read_csv(selective_dir / "borrowing-bootstrap-selective_summary.csv"))
+    cover = pd.concat(cover).set_index(["scenario", "estimator"]).sort_index()
+    print(cover[["n_reps", "coverage", "coverage_normal", "mean_ci_length"]].round(3)
+          .to_string())
 if check_file is not None and check_file.exists():
     lengths = pd.read_csv(check_file).filter(like="length_")
     print(f"\ninterval centred on the estimate and valid for every bias: expected length at "

@@ -312,7 +312,7 @@ class TargetPolicyValue(CausalEstimator):
     the ``"nonlinear"`` design shifted 1 SD, whose :math:`0.5 x_1^2` term the default linear
     outcome model misses, gave median SE/SD 0.865, coverage 0.9325 and 6 misses by more than
     3 SE. A correct (quadratic) outcome model gave 0.977, 0.9375 and 1 miss, with a smaller SD
-    (0.086 against 0.117). Adding the term from estimating the logistic domain model (stacked
+    (0.085 against 0.117). Adding the term from estimating the logistic domain model (stacked
     M-estimation) raised the default's ratio only to 0.898, with 3 misses. The other unflagged
     cells (both designs unshifted, the linear one shifted 1 SD) had 0 or 1 miss each. Normal
     errors with SE = SD would give 1.08 per 400, so a few misses by more than 3 SE are
