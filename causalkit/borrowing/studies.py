@@ -7,7 +7,7 @@
   :math:`\\omega \\in \\{0.3, 3\\}`; 500 replications, influence-function SEs, estimated trial
   propensity.
 * :func:`bootstrap_coverage`: pipeline-bootstrap intervals of AIB and ACIB in the Paper A
-  linear design without bias (60 replications x 50 resamples by default).
+  linear design without bias (200 replications x 100 resamples by default).
 * :func:`nsw_psid`: Paper A's real-data benchmark: the NSW trial with 80 of its 260 controls
   (drawn anew in each replication) borrowing PSID-1 comparison units, every estimator's error
   against the full experiment's benchmark; 200 draws.
@@ -278,7 +278,7 @@ def design_grid_core(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky
                        estimators=CORE_ESTIMATORS)
 
 
-def bootstrap_coverage(reps=None, seed: int = 7, n_jobs: int = 1, backend="loky",
+def bootstrap_coverage(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky",
                        scheduler=None, out=None, quick: bool = False,
                        n_boot: int = 100) -> pd.DataFrame:
     """Pipeline-bootstrap coverage of AIB and ACIB in the Paper A linear design without biased
@@ -318,7 +318,7 @@ def _bootstrap_cells(names, reps, seed, n_jobs, backend, scheduler, out, quick, 
     return _run_scenarios(None, scenarios, None, reps, seed, n_jobs, backend, scheduler, out)
 
 
-def adaptive_bootstrap_coverage(reps=None, seed: int = 11, n_jobs: int = 1, backend="loky",
+def adaptive_bootstrap_coverage(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky",
                                 scheduler=None, out=None, quick: bool = False,
                                 n_boot: int = 200) -> pd.DataFrame:
     """Coverage of the recommended estimator's pipeline-bootstrap interval (``n_boot`` = 200
@@ -335,13 +335,13 @@ def selective_bootstrap_coverage(reps=None, seed: int = 2024, n_jobs: int = 1, b
     pipeline bootstrap, ``n_boot`` = 200 percentile resamples) on the grid cells of
     :data:`BOOTSTRAP_CELLS`, 200 replications each (``quick``: two cells, 4 replications x 10
     resamples); the summary adds ``coverage_normal``, the normal interval with the bootstrap
-    SE. With the same ``seed`` the data sets are those of :func:`adaptive_bootstrap_coverage`
-    (``causalkit simulate`` passes 2024 to both)."""
+    SE. With the same ``seed`` (2024, as every borrowing study) the data sets are those of
+    :func:`adaptive_bootstrap_coverage`."""
     return _bootstrap_cells(("selective",), reps, seed, n_jobs, backend, scheduler, out, quick,
                             n_boot)
 
 
-def adaptive_interval_coverage(reps=None, seed: int = 13, n_jobs: int = 1, backend="loky",
+def adaptive_interval_coverage(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky",
                                scheduler=None, out=None, quick: bool = False) -> pd.DataFrame:
     """Coverage and length of the recommended estimator's default interval (the FAB interval,
     :mod:`causalkit.fab`) on every cell of :data:`GRID_SCENARIOS`, beside its interval with the
