@@ -43,19 +43,20 @@ CASES = ("0 SD", "1 SD")
 OUT = Path(__file__).parent / "results" / "policy" / "policy_misspecified_outcome_check.csv"
 
 
-def _with_domain_term(est, policy):
-    """SE of the default fit's estimate with the logistic domain model's estimation term."""
-    P_s, P_t = est.policy_matrices(policy)
-    _, if_s, s_t = est._scores(P_s, P_t, "dr")
-    n_s, n_t = if_s.size, s_t.size
-    n = n_s + n_t
-    phi = np.r_[n / n_s * (if_s - if_s.mean()), n / n_t * (s_t - s_t.mean())]
+def _with_domain_term(est, out):
+    """SE of the default fit's estimate ``out`` with the logistic domain model's estimation
+    term. ``out.influence`` stacks the source rows' influence values, then the target rows',
+    scaled to the stacked size; the source part is centred (the within-arm normalised weights
+    make it so), which the gradient below uses."""
+    phi = out.influence
+    n_s = est.weights_.size
+    n = phi.size
     x = np.c_[np.ones(n), np.r_[est.X_source_, est.X_target_]]
     rho = np.r_[est.domain_source_, est.domain_target_]
-    g = np.r_[np.ones(n_s), np.zeros(n_t)]
+    g = np.r_[np.ones(n_s), np.zeros(n - n_s)]
     info = (x * (rho * (1 - rho))[:, None]).T @ x / n
     # the weight is (1 - rho) / rho times a constant: its log-derivative is -x
-    grad = -(if_s[:, None] * x[:n_s]).mean(axis=0)
+    grad = -(phi[:n_s, None] * n_s / n * x[:n_s]).mean(axis=0)
     term = ((g - rho)[:, None] * x) @ np.linalg.solve(info, grad)
     return (phi + term).std(ddof=1) / np.sqrt(n)
 
@@ -82,7 +83,7 @@ def replicate(i_design, i_case, rep):
             rows.append(row)
             if name == "default":
                 rows.append({**row, "fit": "default, SE with the domain-model term",
-                             "std_error": _with_domain_term(est, policy)})
+                             "std_error": _with_domain_term(est, out)})
     return rows
 
 
