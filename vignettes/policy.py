@@ -191,9 +191,9 @@ if overlap_dir is not None:
 # count of misses by more than 3 SE that normal errors with SE = SD would give:
 
 # %%
-misspecified_dir = committed_results("policy")
-if misspecified_dir is not None:
-    misspecified = pd.read_csv(misspecified_dir / "policy_misspecified_outcome_check.csv")
+check_dir = committed_results("policy")
+if check_dir is not None:
+    misspecified = pd.read_csv(check_dir / "policy_misspecified_outcome_check.csv")
     display(misspecified.set_index(["design", "case", "fit"])[
         ["sd", "median_se_over_sd", "coverage", "misses_3se", "misses_expected"]].round(3))
 
@@ -203,7 +203,6 @@ if misspecified_dir is not None:
 # the influence interval on the cells where the latter strays, on draws the study does not use:
 
 # %%
-check_dir = committed_results("policy")
 if check_dir is not None:
     trim_check = pd.read_csv(check_dir / "policy_trim_bootstrap_check.csv")
     display(trim_check.set_index(["design", "case"])[
