@@ -14,9 +14,9 @@ children's best splits on every feature; branch and bound, :mod:`causalkit.polic
 the printed share of the :math:`2p^2n` segment-tree insertions of the search without bounds),
 and runs it three times: once on each of the ``cv=2`` held-out folds (for the honest held-out
 ``value_``) and once on all rows; the stacked score matrix has :math:`n_S + n_T` rows, and the
-value fit also fits the domain model of the target. The learner's default searches the root
-features in one thread per core (``n_jobs=-1``); econml's tree has no such option, so the
-one-thread learner and search are printed too. The compiled kernel's load time (from numba's
+value fit also fits the domain model of the target. The learner's default runs the three
+searches side by side, one thread each, on up to one thread per core (``n_jobs=-1``); econml's
+tree has no such option, so the one-thread learner and search are printed too. The compiled kernel's load time (from numba's
 on-disk cache, or its compilation on a first run) is printed separately.
 """
 
@@ -131,7 +131,8 @@ def main(argv=None):
     print(f"median of {args.repeats} interleaved runs:")
     print(f"econml DRPolicyTree(max_depth=2).fit:         {np.median(seconds['econml']):8.2f} s")
     print(f"TargetPolicyLearner(policy='tree').fit:       {np.median(seconds['learner']):8.2f} s"
-          f"  (cv=2, 3 searches, n_jobs=-1: {os.cpu_count()} cores)")
+          f"  (cv=2, 3 searches side by side, n_jobs=-1: "
+          f"{os.cpu_count()} cores)")
     print(f"  the same with n_jobs=1:                     "
           f"{np.median(seconds['learner_one']):8.2f} s")
     print(f"  its value fit alone (cv=2):                 {np.median(seconds['value']):8.2f} s")

@@ -128,8 +128,9 @@ def test_learner_finds_near_optimal_target_policy(shifted_data, policy):
 
 @pytest.mark.parametrize("objective", ["target", "auto"])
 def test_tree_learner_gives_the_same_fit_for_any_thread_count(shifted_data, objective):
-    # with n_jobs other than 1 the held-out folds' searches run side by side: the fold trees,
-    # the held-out assignment and value, and the final tree must be those of one thread
+    # with n_jobs other than 1 the held-out folds' searches (and, with a fixed objective, the
+    # search on all rows) run side by side: the fold trees, the held-out assignment and value,
+    # and the final tree must be those of one thread
     d = shifted_data
     one, two = (TargetPolicyLearner(TargetPolicyValue(cv=2, random_state=0), policy="tree",
                                     objective=objective, n_jobs=n_jobs, random_state=0).fit(

@@ -147,9 +147,11 @@ class TargetPolicyLearner(CausalEstimator):
         Minimum rows per tree leaf.
     n_jobs : int or None
         Threads of the tree policy's exact searches (``fit_policy_tree``): the held-out folds'
-        searches run side by side, one thread each, and the search on all rows splits its root
-        features over the threads. -1 (default) every core; None or 1 one thread (inside a
-        study that already runs one process per core). The learned trees do not depend on it.
+        searches and, with a fixed ``objective``, the search on all rows run side by side, one
+        thread each (with ``objective="auto"`` the search on all rows follows the choice and
+        splits its root features over the threads). -1 (default) every core; None or 1 one
+        thread (inside a study that already runs one process per core). The learned trees do
+        not depend on it.
     l2 : float
         L2 penalty of the smooth policies (rewards are standardised first).
     temperature : float
@@ -306,8 +308,10 @@ class TargetPolicyLearner(CausalEstimator):
                                  groups=value.score_units_,
                                  random_state=self.seed_for("heldout_folds"))
         n_s = int(np.sum(~is_target))
-        candidates = ("target", "source") if self.objective == "auto" else (self.objective,)
-        held = {obj: self._held_out(value, obj, X, gamma, n_s) for obj in candidates}
+        fixed = self.objective != "auto"
+        candidates = (self.objective,) if fixed else ("target", "source")
+        held = {obj: self._held_out(value, obj, X, gamma, n_s, final=fixed)
+                for obj in candidates}
         if self.objective == "auto":
             diff = contrast(held["source"][0], held["target"][0],
                             name="held-out value, source minus target objective")
@@ -322,39 +326,49 @@ class TargetPolicyLearner(CausalEstimator):
             chosen = self.objective
             self.objective_choice_ = {"reason": f"fixed: objective={chosen!r}"}
         self.objective_ = chosen
-        value_, self.fold_models_, held_out = held[chosen]
+        value_, self.fold_models_, held_out, final = held[chosen]
         self.held_out_ = self._per_data_row(value, data, held_out)
         self.value_ = value_.copy()
         self.value_.details["objective"] = self.objective_choice_["reason"]
-        X_fit, gamma_fit = (X, gamma) if chosen == "target" else value.source_score_matrix()
-        self.policy_model_ = self._fit_policy(
-            X_fit, gamma_fit, seed_int(child_seed(self._policy_seeds(chosen), len(self.folds_))))
+        if final is None:
+            final = self._fit_policy(*self._final_job(value, chosen, X, gamma))
+        self.policy_model_ = final
+
+    def _final_job(self, value, objective, X, gamma):
+        """Rows, rewards and seed of the policy learned on all rows for ``objective``."""
+        X_fit, gamma_fit = (X, gamma) if objective == "target" else value.source_score_matrix()
+        return X_fit, gamma_fit, seed_int(child_seed(self._policy_seeds(objective),
+                                                     len(self.folds_)))
 
     def _policy_seeds(self, objective):
         return self.seed_for("policy" if objective == "target" else f"policy_{objective}")
 
-    def _held_out(self, value, objective, X, gamma, n_s):
+    def _held_out(self, value, objective, X, gamma, n_s, final=False):
         """Held-out target-DR value of the policies learned on ``objective`` without each fold,
-        and those fold policies. ``X, gamma``: the stacked rows and target score matrix."""
+        those fold policies, the held-out assignment and (with ``final``) the policy learned on
+        all rows, else None. ``X, gamma``: the stacked rows and target score matrix."""
+        jobs = [self._final_job(value, objective, X, gamma)] if final else []
         if objective == "source":
             gamma = value.source_score_matrix()[1]
         seeds = self._policy_seeds(objective)
         held_out = np.empty((X.shape[0], self.arms_.size))
         trains = [train[train < n_s] if objective == "source" else train
                   for train, _ in self.folds_]
-        # tree searches (compiled, releasing the GIL) run the folds side by side, one thread each
+        jobs += [(X[train], gamma[train], seed_int(child_seed(seeds, k)))
+                 for k, train in enumerate(trains)]
+        # tree searches (compiled, releasing the GIL) run side by side, one thread each; the
+        # largest (all rows) is dispatched first
         side_by_side = self.policy == "tree" and self.n_jobs not in (None, 1)
         models = Parallel(n_jobs=self.n_jobs if side_by_side else 1, prefer="threads")(
-            delayed(self._fit_policy)(X[train], gamma[train], seed_int(child_seed(seeds, k)),
-                                      n_jobs=1 if side_by_side else None)
-            for k, train in enumerate(trains))
+            delayed(self._fit_policy)(*job, n_jobs=1 if side_by_side else None) for job in jobs)
+        final_model = models.pop(0) if final else None
         for model, (_, test) in zip(models, self.folds_, strict=True):
             held_out[test] = self._deploy(model, X[test])
         name = self._estimand
         if value.estimand_name() != value._estimand:
             name = f"{name} in the overlap region"
         return (value.estimate_matrices(held_out[:n_s], held_out[n_s:], "dr", name=name),
-                models, held_out)
+                models, held_out, final_model)
 
     def _per_data_row(self, value, data, held_out):
         """The held-out assignment over the stacked rows of the data as given. Rows that the
