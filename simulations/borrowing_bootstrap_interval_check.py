@@ -51,7 +51,7 @@ def replicate(i, rep):
     params = {} if propensity is None else {"propensity": propensity}
     with threadpool_limits(1):
         out = StudyEstimator(name, inference="bootstrap", n_boot=n_boot, **params)(data)
-    lower, upper = out.conf_int()
+    lower, upper = out.conf_int(method="percentile")
     return {"estimator": name, "cell": cell, "rep": rep, "truth": data["truth"],
             "estimate": out.value, "bootstrap_se": out.std_error,
             "percentile_lower": lower, "percentile_upper": upper,
