@@ -323,9 +323,11 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
         ----------
         inference : {"influence", "bootstrap"} or another kind the estimator lists, optional
             ``"influence"``: normal interval from the estimator's influence function.
-            ``"bootstrap"``: percentile interval from refitting the whole pipeline on ``n_boot``
-            resamples drawn within the data's strata (cached: a second call with the same
-            ``n_boot`` and seed returns the stored result). Default: the estimator's own
+            ``"bootstrap"``: refit the whole pipeline on ``n_boot`` resamples drawn within the
+            data's strata and report the percentile interval of the replicates or, where the
+            class docstring says so, the normal interval with their SD as the SE (cached: a
+            second call with the same ``n_boot`` and seed returns the stored result; the other
+            interval is ``conf_int(method=...)``). Default: the estimator's own
             choice (see its class docstring; e.g. ``"fab"`` for
             :class:`~causalkit.borrowing.AdaptiveBorrowing`).
         alpha : float

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.api as sm
+from scipy import stats
 from sklearn.base import clone
 
 from causalkit import Estimate
@@ -192,6 +193,9 @@ def test_selective_borrowing_rejects_shifted():
     assert sel.n_borrowed_ > 0 and np.mean(biased[sel.borrowed_]) < 0.1
     res = sel.estimate(inference="influence")
     assert abs(res.value - 1) < 4 * res.std_error
+    # its default is the pipeline bootstrap's normal interval (BorrowingEstimator's docstring)
+    boot = sel.estimate(n_boot=10)
+    assert boot.ci_method == "normal" and boot.replicates.size == 10
 
 
 def test_binary_outcome_end_to_end():
@@ -266,7 +270,15 @@ def test_protocol_and_determinism(name, data):
 def test_bootstrap_refits_selection(data):
     est = InfluenceBorrowing(random_state=0, grid=11).fit(*data[:3], trial=data[3])
     boot = est.estimate(n_boot=20)          # default for AIB is the pipeline bootstrap
-    assert boot.ci_method == "percentile" and boot.replicates.size == 20
+    assert boot.replicates.size == 20
+    # with the normal interval around the estimate, the replicates' SD as the SE
+    z = stats.norm.ppf(0.975)
+    assert boot.ci_method == "normal" and boot.std_error == pytest.approx(
+        np.std(boot.replicates, ddof=1), rel=1e-12)
+    np.testing.assert_allclose(boot.conf_int(), (boot.value - z * boot.std_error,
+                                                 boot.value + z * boot.std_error), rtol=1e-12)
+    np.testing.assert_allclose(boot.conf_int(method="percentile"),
+                               np.quantile(boot.replicates, [0.025, 0.975]), rtol=1e-12)
     # the bootstrap refits the full sample: the same estimate up to floating-point summation
     # order (array alignment changes numpy's SIMD reductions in the last bits)
     assert boot.value == pytest.approx(est.estimate(inference="influence").value, rel=1e-12)

@@ -169,7 +169,11 @@ if fab_file is not None and fab_file.exists():
 # `borrowing-bootstrap-adaptive` (200 replications x 200 resamples per cell) measures its
 # coverage, which falls below its level in several cells, exchangeable and biased (printed
 # beside it: `borrowing-bootstrap-selective`, the same data sets and resamples for
-# `SelectiveBorrowing`, whose default interval this bootstrap is); and the
+# `SelectiveBorrowing`, which defaults to this bootstrap). `coverage` is the percentile
+# interval's, `coverage_normal` that of the estimate plus or minus 1.96 bootstrap SEs, the
+# interval `SelectiveBorrowing` and the papers' AIB and ACIB report: 200 resamples estimate an
+# SE well but put the percentile interval's ends too far in (the check
+# `simulations/borrowing_bootstrap_interval_check.py` measures both on other draws). And the
 # quadrature check `simulations/borrowing_interval_check.py` measures the price of an interval
 # that keeps its level for every bias while centred on the adaptive estimate (McCloskey's
 # size-corrected hybrid), as a ratio of its expected length to the trial-only interval's. It is
@@ -188,6 +192,16 @@ if boot_file is not None and boot_file.exists():
     cover = pd.concat(cover).set_index(["scenario", "estimator"]).sort_index()
     print(cover[["n_reps", "coverage", "coverage_normal", "mean_ci_length"]].round(3)
           .to_string())
+interval_file = (None if check_dir is None
+                 else check_dir / "borrowing_bootstrap_interval_check.csv")
+if interval_file is not None and interval_file.exists():
+    other = pd.read_csv(interval_file)
+    other = other[other["draws"].str.startswith("check")]
+    print(f"\nother draws ({other['n_reps'].iloc[0]} per cell, {len(other)} cells: "
+          f"{', '.join(other['estimator'] + ' ' + other['cell'])}): percentile interval "
+          f"{other['coverage_percentile'].min():.3f}-{other['coverage_percentile'].max():.3f}, "
+          f"normal interval {other['coverage_normal'].min():.3f}-"
+          f"{other['coverage_normal'].max():.3f}")
 if check_file is not None and check_file.exists():
     lengths = pd.read_csv(check_file).filter(like="length_")
     print(f"\ninterval centred on the estimate and valid for every bias: expected length at "

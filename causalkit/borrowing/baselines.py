@@ -313,6 +313,7 @@ class SelectiveBorrowing(BorrowingEstimator):
 
     _label = "Selective borrowing (adaptive lasso)"
     _default_inference = "bootstrap"
+    _bootstrap_ci = "normal"  # BorrowingEstimator's docstring: why not the percentile interval
 
     def __init__(self, outcome_model=None, variance_ratio=1.0, propensity="constant",
                  random_state=None):

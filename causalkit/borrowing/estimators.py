@@ -119,6 +119,7 @@ class InfluenceBorrowing(BorrowingEstimator):
 
     _label = "AIB"
     _default_inference = "bootstrap"
+    _bootstrap_ci = "normal"  # BorrowingEstimator's docstring: why not the percentile interval
 
     def __init__(self, outcome_model=None, score_model="auto", score="absolute", grid=None,
                  criterion="debiased", damping=0.0, variance_ratio=1.0, propensity="constant",

@@ -80,7 +80,11 @@ QUICK_GRID = ("linear-exchangeable", "linear-exponential", "linear-bias0.5x30")
 class StudyEstimator:
     """Picklable study estimator: fit ``ESTIMATORS[name](**params)``, return its Estimate with
     ``n_borrowed`` and ``share_biased`` in the details. ``random_state`` defaults to 0 so that
-    cross-fitting folds and bootstrap resamples are reproducible."""
+    cross-fitting folds and bootstrap resamples are reproducible. With the bootstrap both of its
+    intervals are kept by name, whichever the estimator reports by default: the percentile
+    interval as the result's (``ci_lower``, ``ci_upper``, ``coverage``) and the normal interval
+    with the bootstrap SE in the details (``normal_lower``, ``normal_upper``,
+    ``coverage_normal``)."""
 
     def __init__(self, name: str, inference: str = "influence", n_boot: int = 100, **params):
         params.setdefault("random_state", 0)
@@ -96,6 +100,7 @@ class StudyEstimator:
         if out.replicates is not None:
             out.details["normal_lower"], out.details["normal_upper"] = out.conf_int(
                 method="normal")
+            out.ci_method = "percentile"
         out.details["n_borrowed"] = n
         out.details["share_biased"] = (float(np.sum(est.borrowed_ * data["biased"]) / n)
                                        if n else np.nan)
@@ -285,8 +290,8 @@ def bootstrap_coverage(reps=None, seed: int = 2024, n_jobs: int = 1, backend="lo
     controls: 200 replications x ``n_boot`` = 100 resamples by default (a bootstrap fit costs
     ``n_boot`` pipeline fits, so fewer replications than the other studies). The CSV holds
     the percentile interval (``ci_lower``, ``ci_upper``) and the normal interval with the
-    bootstrap SE (``normal_lower``, ``normal_upper``); the summary adds
-    ``coverage_normal``."""
+    bootstrap SE (``normal_lower``, ``normal_upper``; the estimators' default interval); the
+    summary adds ``coverage_normal``."""
     reps = reps or (4 if quick else 200)
     n_boot = 10 if quick else n_boot
     estimators = {name: StudyEstimator(name, inference="bootstrap", n_boot=n_boot,
@@ -304,8 +309,9 @@ BOOTSTRAP_CELLS = ("linear-exchangeable", "linear-exponential", "linear-bias0.5x
 
 def _bootstrap_cells(names, reps, seed, n_jobs, backend, scheduler, out, quick, n_boot):
     """Pipeline-bootstrap coverage of the estimators ``names`` on the grid cells of
-    :data:`BOOTSTRAP_CELLS`: ``reps`` (200) replications x ``n_boot`` percentile resamples per
-    cell (``quick``: two cells, 4 replications x 10 resamples)."""
+    :data:`BOOTSTRAP_CELLS`: ``reps`` (200) replications x ``n_boot`` resamples per cell
+    (``quick``: two cells, 4 replications x 10 resamples); the summary's ``coverage`` is the
+    percentile interval's, ``coverage_normal`` the normal interval's (:class:`StudyEstimator`)."""
     reps = reps or (4 if quick else 200)
     n_boot = 10 if quick else n_boot
     cells = BOOTSTRAP_CELLS[:2] if quick else BOOTSTRAP_CELLS
@@ -331,12 +337,12 @@ def adaptive_bootstrap_coverage(reps=None, seed: int = 2024, n_jobs: int = 1, ba
 def selective_bootstrap_coverage(reps=None, seed: int = 2024, n_jobs: int = 1, backend="loky",
                                  scheduler=None, out=None, quick: bool = False,
                                  n_boot: int = 200) -> pd.DataFrame:
-    """Coverage of :class:`~causalkit.borrowing.SelectiveBorrowing`'s default interval (the
-    pipeline bootstrap, ``n_boot`` = 200 percentile resamples) on the grid cells of
-    :data:`BOOTSTRAP_CELLS`, 200 replications each (``quick``: two cells, 4 replications x 10
-    resamples); the summary adds ``coverage_normal``, the normal interval with the bootstrap
-    SE. With the same ``seed`` (2024, as every borrowing study) the data sets are those of
-    :func:`adaptive_bootstrap_coverage`."""
+    """Coverage of :class:`~causalkit.borrowing.SelectiveBorrowing`'s pipeline bootstrap
+    (``n_boot`` = 200 resamples) on the grid cells of :data:`BOOTSTRAP_CELLS`, 200 replications
+    each (``quick``: two cells, 4 replications x 10 resamples): ``coverage`` is the percentile
+    interval's, ``coverage_normal`` that of the normal interval with the bootstrap SE, the
+    estimator's default. With the same ``seed`` (2024, as every borrowing study) the data sets
+    are those of :func:`adaptive_bootstrap_coverage`."""
     return _bootstrap_cells(("selective",), reps, seed, n_jobs, backend, scheduler, out, quick,
                             n_boot)
 
