@@ -139,10 +139,12 @@ def test_bin_bounds_enclose_every_child_split(n_arms, min_leaf, decimals, seed):
     orders = _sort_orders(X)
     _, start, _ = _value_groups(X, orders)
     bins = (start * n_bins // n).astype(np.uint16)
+    # every pair's histogram serves both (root, child) roles: the swapped role reads its transpose
+    every = bin_bounds(bins, shifted, n_bins, min_leaf, np.ones((p, p), bool),
+                       np.ones((p, n_bins), bool), lambda tasks: [f(*a, **k) for f, a, k in tasks])
     checked = 0
     for j in range(p):
-        bounds = bin_bounds(bins[j], bins, shifted, n_bins, min_leaf, np.ones(p, bool),
-                            np.ones(n_bins, bool))
+        bounds = every[j]
         xs = X[orders[j], j]
         for i in np.flatnonzero(xs[:-1] < xs[1:]):
             g = bins[j, orders[j][i]]

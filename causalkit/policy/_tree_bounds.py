@@ -32,6 +32,7 @@ case is the search without bounds plus the histograms.
 from __future__ import annotations
 
 import numpy as np
+from joblib import delayed
 from numba import njit
 
 #: Rows of the bounds arrays: upper bound of v(L_<g), upper bound of v(R_>g), lower bound of
@@ -108,39 +109,74 @@ def _root_bin_bounds(E, min_leaf, out, ell, g):
     out[LB_RIGHT_EXCL, ell, g] = lower_excl
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def bin_bounds(root_bin, child_bin, shifted, n_bins, min_leaf, children, roots):
-    """Bounds (5, p, n_bins) of the children of the root bins ``roots`` (bool) of one root
-    feature (-inf elsewhere).
-
-    ``root_bin`` (n,) and ``child_bin`` (p, n) are the rows' bins (``n_bins`` per feature),
-    ``shifted`` the (n, K) rewards minus their row maximum, ``children`` the child features to
-    bound (the others are left at -inf)."""
+@njit(cache=True, error_model="numpy")
+def _pair_histogram(root_bin, child_bin, shifted, E):
+    """Fill ``E`` (G + 1, B + 1, K + 1) with the arm sums and row count of the rows in root
+    bins < g and child bins < b at ``E[g, b]``."""
     n, K = shifted.shape
-    p = child_bin.shape[0]
-    out = np.full((5, p, n_bins), -np.inf)
-    E = np.zeros((n_bins + 1, n_bins + 1, K + 1))
-    for ell in range(p):
-        if not children[ell]:
+    E[:] = 0.0
+    for r in range(n):
+        g, b = root_bin[r] + 1, child_bin[r] + 1
+        for k in range(K):
+            E[g, b, k] += shifted[r, k]
+        E[g, b, K] += 1.0
+    for g in range(1, E.shape[0]):  # cumulative over the root bins, then the child bins
+        for b in range(E.shape[1]):
+            for k in range(K + 1):
+                E[g, b, k] += E[g - 1, b, k]
+    for g in range(E.shape[0]):
+        for b in range(1, E.shape[1]):
+            for k in range(K + 1):
+                E[g, b, k] += E[g, b - 1, k]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def pair_bounds(j, bins, shifted, n_bins, min_leaf, children, roots):
+    """Bounds of the feature pairs (j, l), l >= j, from one histogram per pair.
+
+    ``bins`` (p, n) are the rows' bins (``n_bins`` per feature), ``shifted`` the (n, K) rewards
+    minus their row maximum, ``children`` (p, p) whether root feature a needs child feature b,
+    ``roots`` (p, n_bins) the root bins to bound. Returns ``mine`` (5, p, n_bins), the bounds of
+    root feature j with each child feature l >= j, and ``theirs`` (5, p, n_bins), those of each
+    root feature l > j with child feature j (at index l); -inf where nothing was asked. The
+    histogram of a pair serves both roles: with root and child swapped it is its transpose."""
+    p, K = bins.shape[0], shifted.shape[1]
+    mine = np.full((5, p, n_bins), -np.inf)
+    theirs = np.full((5, p, n_bins), -np.inf)
+    E = np.empty((n_bins + 1, n_bins + 1, K + 1))
+    for ell in range(j, p):
+        forward, backward = children[j, ell], ell > j and children[ell, j]
+        if not (forward or backward):
             continue
-        E[:] = 0.0
-        for r in range(n):
-            g, b = root_bin[r] + 1, child_bin[ell, r] + 1
-            for k in range(K):
-                E[g, b, k] += shifted[r, k]
-            E[g, b, K] += 1.0
-        for g in range(1, n_bins + 1):  # cumulative over the root bins, then the child bins
-            for b in range(n_bins + 1):
-                for k in range(K + 1):
-                    E[g, b, k] += E[g - 1, b, k]
-        for g in range(n_bins + 1):
-            for b in range(1, n_bins + 1):
-                for k in range(K + 1):
-                    E[g, b, k] += E[g, b - 1, k]
-        for g in range(n_bins):
-            if roots[g]:
-                _root_bin_bounds(E, min_leaf, out, ell, g)
-    return out
+        _pair_histogram(bins[j], bins[ell], shifted, E)
+        if forward:
+            for g in range(n_bins):
+                if roots[j, g]:
+                    _root_bin_bounds(E, min_leaf, mine, ell, g)
+        if backward:
+            swapped = E.transpose(1, 0, 2)
+            for g in range(n_bins):
+                if roots[ell, g]:
+                    _root_bin_bounds(swapped, min_leaf, theirs, ell, g)
+    return mine, theirs
+
+
+def bin_bounds(bins, shifted, n_bins, min_leaf, children, roots, parallel):
+    """Bounds (5, p, n_bins) of every root feature that needs a child feature, by root feature
+    (a dict), -inf where ``children`` (p, p) or ``roots`` (p, n_bins) ask nothing; each feature
+    pair's histogram is built once (:func:`pair_bounds`, one call per feature in ``parallel``)."""
+    p = bins.shape[0]
+    todo = [j for j in range(p) if children[j, j:].any() or children[j + 1:, j].any()]
+    blocks = parallel(delayed(pair_bounds)(j, bins, shifted, n_bins, min_leaf, children, roots)
+                      for j in todo)
+    bounds = {j: np.full((5, p, n_bins), -np.inf) for j in range(p) if children[j].any()}
+    for j, (mine, theirs) in zip(todo, blocks, strict=True):
+        if j in bounds:
+            bounds[j][:, j:] = mine[:, j:]
+        for ell in range(j + 1, p):
+            if children[ell, j]:
+                bounds[ell][:, j] = theirs[:, ell]
+    return bounds
 
 
 def attained_total(bounds, rows_up_to, n, min_leaf):

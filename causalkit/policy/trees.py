@@ -26,14 +26,17 @@ children): :math:`O(p^2 K^2 n\\log n)` time.
 
 Branch and bound (:mod:`causalkit.policy._tree_bounds`) cuts that work without changing the
 result: two rounds of per-bin histograms (``_COARSE_BINS``, then ``_FINE_BINS`` bins per
-feature, :math:`O(p^2 n)`) bound every child of every root bin from above and below, and the
+feature, :math:`O(p^2 n)`; one two-way histogram per feature pair serves both as root and
+child, since swapping the roles transposes it) bound every child of every root bin from above
+and below, and the
 segment-tree scan then runs only over the root bins whose upper bound reaches a tree already
 attained, and for each child only over the child features whose upper bound reaches another
 feature's lower bound there. Rows far from the next needed split point only update their group's
 record; the tree is rebuilt before the next query. How much is left depends on the data: on the
 benchmark design (``benchmarks/policy.py``, which prints the share of insertions left; two
 features carry the effect) nearly all of it falls, and the worst case is the search without
-bounds plus the histograms. Memory is :math:`O(np + nK^2)` plus one fine histogram per thread.
+bounds plus the histograms. Memory is :math:`O(np + nK^2)` plus one fine histogram per thread
+and the bounds, :math:`O(p^2)` per bin.
 One compiled call per root feature runs the scans of its child features (numba, cached on disk
 so that a new process loads rather than recompiles it), and the root features are independent,
 so ``n_jobs`` threads search them side by side. Unlike a greedy CART-like tree, which fixes the
@@ -160,12 +163,10 @@ def _prune(start, shifted, min_leaf, tol, parallel):
     for n_bins in (_COARSE_BINS, _FINE_BINS):
         candidates = [np.repeat(c, n_bins // c.shape[2], axis=2) for c in candidates]
         bins = (start * n_bins // n).astype(np.uint16)
-        todo = [j for j in range(p) if candidates[j].any()]
-        bounds = dict(zip(todo, parallel(
-            delayed(bin_bounds)(bins[j], bins, shifted, n_bins, min_leaf,
-                                candidates[j].any(axis=(0, 2)), candidates[j].any(axis=(0, 1)))
-            for j in todo), strict=True))
-        for j in todo:
+        children = np.array([c.any(axis=(0, 2)) for c in candidates])
+        roots = np.array([c.any(axis=(0, 1)) for c in candidates])
+        bounds = bin_bounds(bins, shifted, n_bins, min_leaf, children, roots, parallel)
+        for j in bounds:
             rows_up_to = np.cumsum(np.bincount(bins[j], minlength=n_bins))
             best = max(best, attained_total(bounds[j], rows_up_to, n, min_leaf))
         nothing = np.full((5, p, n_bins), -np.inf)
@@ -174,6 +175,7 @@ def _prune(start, shifted, min_leaf, tol, parallel):
     return bins, alive, candidates
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
 def _value_groups(X, orders):
     """Per feature and row: the rank of the row's value among the feature's distinct values
     (``group``), the sorted position of the first row with that value (``start``), and the number
@@ -182,13 +184,15 @@ def _value_groups(X, orders):
     group = np.empty((p, n), dtype=np.int64)
     start = np.empty((p, n), dtype=np.int64)
     n_groups = np.empty(p, dtype=np.int64)
-    positions = np.arange(n)
     for j in range(p):
-        xs = X[orders[j], j]
-        first = np.r_[True, xs[1:] > xs[:-1]]
-        group[j, orders[j]] = np.cumsum(first) - 1
-        start[j, orders[j]] = np.maximum.accumulate(np.where(first, positions, 0))
-        n_groups[j] = np.count_nonzero(first)
+        g, first, previous = -1, 0, 0.0
+        for t in range(n):
+            r = orders[j, t]
+            if t == 0 or X[r, j] > previous:
+                g, first, previous = g + 1, t, X[r, j]
+            group[j, r] = g
+            start[j, r] = first
+        n_groups[j] = g + 1
     return group, start, n_groups
 
 
