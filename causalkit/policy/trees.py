@@ -26,22 +26,20 @@ children): :math:`O(p^2 K^2 n\\log n)` time.
 
 Branch and bound (:mod:`causalkit.policy._tree_bounds`) cuts that work without changing the
 result: two rounds of per-bin histograms (``_COARSE_BINS``, then ``_FINE_BINS`` bins per
-feature, :math:`O(p^2 n)`; one two-way histogram per feature pair serves both as root and
-child, since swapping the roles transposes it) bound every child of every root bin from above
-and below, and the
-segment-tree scan then runs only over the root bins whose upper bound reaches a tree already
-attained, and for each child only over the child features whose upper bound reaches another
-feature's lower bound there. Rows far from the next needed split point only update their group's
-record; the tree is rebuilt before the next query. How much is left depends on the data: on the
-benchmark design (``benchmarks/policy.py``, which prints the share of insertions left; two
-features carry the effect) nearly all of it falls, and the worst case is the search without
+feature, :math:`O(p^2 n)`; one two-way histogram per feature pair serves both as root and child,
+since swapping the roles transposes it) bound every child of every root bin from above and
+below, and the segment-tree scan then runs only over the root bins whose upper bound reaches a
+tree already attained, and for each child only over the child features whose upper bound reaches
+another feature's lower bound there. Rows far from the next needed split point only update their
+group's record; the tree is rebuilt before the next query. How much is left depends on the data:
+on the benchmark design (``benchmarks/policy.py``, which prints the share of insertions left;
+two features carry the effect) nearly all of it falls, and the worst case is the search without
 bounds plus the histograms. Memory is :math:`O(np + nK^2)` plus one fine histogram per thread
-and the bounds, :math:`O(p^2)` per bin.
-One compiled call per root feature runs the scans of its child features (numba, cached on disk
-so that a new process loads rather than recompiles it), and the root features are independent,
-so ``n_jobs`` threads search them side by side. Unlike a greedy CART-like tree, which fixes the
-root split by an impurity criterion and then splits each child once, this is the global optimum
-over all depth-2 trees.
+and the bounds, :math:`O(p^2)` per bin. One compiled call per root feature runs the scans of its
+child features (numba, cached on disk so that a new process loads rather than recompiles it),
+and the root features are independent, so ``n_jobs`` threads search them side by side. Unlike a
+greedy CART-like tree, which fixes the root split by an impurity criterion and then splits each
+child once, this is the global optimum over all depth-2 trees.
 """
 
 from __future__ import annotations
