@@ -24,7 +24,6 @@ The table adds the same summary of the two studies' committed rows (``draws``: `
 ``..._rows.csv``; a rerun resumes). Usage: ``python
 simulations/borrowing_bootstrap_interval_check.py [JOBS]`` (about 18 minutes on 2 cores).
 """
-import json
 import sys
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from threadpoolctl import threadpool_limits
 
 from causalkit.borrowing.designs import paper_a_design
 from causalkit.borrowing.studies import GRID_SCENARIOS, StudyEstimator
+from causalkit.simulation import load_results
 
 RESULTS = Path(__file__).parent / "results" / "borrowing"
 OUT = RESULTS / "borrowing_bootstrap_interval_check.csv"
@@ -71,9 +71,8 @@ def study_rows():
     for study in ("borrowing-bootstrap-paper-a", "borrowing-bootstrap-selective"):
         for path in sorted((RESULTS.parent / study).glob("*.jsonl")):
             cell = path.stem.removeprefix(f"{study}_")
-            rows += [{**row, "cell": cell} for line in path.read_text().splitlines()
-                     for row in json.loads(line)["rows"]]
-    rows = pd.DataFrame(rows).rename(columns={"std_error": "bootstrap_se",
+            rows.append(load_results(path).assign(cell=cell))
+    rows = pd.concat(rows, ignore_index=True).rename(columns={"std_error": "bootstrap_se",
                                               "ci_lower": "percentile_lower",
                                               "ci_upper": "percentile_upper"})
     return rows.assign(draws="study, seed 2024", excess_kurtosis=np.nan)
