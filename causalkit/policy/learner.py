@@ -331,14 +331,19 @@ class TargetPolicyLearner(CausalEstimator):
         self.value_ = value_.copy()
         self.value_.details["objective"] = self.objective_choice_["reason"]
         if final is None:
-            final = self._fit_policy(*self._final_job(value, chosen, X, gamma))
+            final = self._fit_policy(*self._objective_rows(value, chosen, X, gamma),
+                                     self._final_seed(chosen))
         self.policy_model_ = final
 
-    def _final_job(self, value, objective, X, gamma):
-        """Rows, rewards and seed of the policy learned on all rows for ``objective``."""
-        X_fit, gamma_fit = (X, gamma) if objective == "target" else value.source_score_matrix()
-        return X_fit, gamma_fit, seed_int(child_seed(self._policy_seeds(objective),
-                                                     len(self.folds_)))
+    @staticmethod
+    def _objective_rows(value, objective, X, gamma):
+        """Rows and rewards ``objective`` learns on: the stacked rows with the target score
+        matrix, or the source rows with their AIPW scores."""
+        return (X, gamma) if objective == "target" else value.source_score_matrix()
+
+    def _final_seed(self, objective):
+        """Seed of the policy learned on all rows for ``objective`` (after the folds')."""
+        return seed_int(child_seed(self._policy_seeds(objective), len(self.folds_)))
 
     def _policy_seeds(self, objective):
         return self.seed_for("policy" if objective == "target" else f"policy_{objective}")
@@ -347,9 +352,8 @@ class TargetPolicyLearner(CausalEstimator):
         """Held-out target-DR value of the policies learned on ``objective`` without each fold,
         those fold policies, the held-out assignment and (with ``final``) the policy learned on
         all rows, else None. ``X, gamma``: the stacked rows and target score matrix."""
-        jobs = [self._final_job(value, objective, X, gamma)] if final else []
-        if objective == "source":
-            gamma = value.source_score_matrix()[1]
+        X_fit, gamma = self._objective_rows(value, objective, X, gamma)
+        jobs = [(X_fit, gamma, self._final_seed(objective))] if final else []
         seeds = self._policy_seeds(objective)
         held_out = np.empty((X.shape[0], self.arms_.size))
         trains = [train[train < n_s] if objective == "source" else train
