@@ -14,10 +14,11 @@ children's best splits on every feature; branch and bound, :mod:`causalkit.polic
 the printed share of the :math:`2p^2n` segment-tree insertions of the search without bounds),
 and runs it three times: once on each of the ``cv=2`` held-out folds (for the honest held-out
 ``value_``) and once on all rows; the stacked score matrix has :math:`n_S + n_T` rows, and the
-value fit also fits the domain model of the target. The learner's default runs the three
-searches side by side, one thread each, on up to one thread per core (``n_jobs=-1``); econml's
-tree has no such option, so the one-thread learner and search are printed too. The compiled kernel's load time (from numba's
-on-disk cache, or its compilation on a first run) is printed separately.
+value fit also fits the domain model of the target. The learner sorts the stacked rows once
+(every search reads its rows' orders from that sort) and runs the three searches side by side,
+one thread each, on up to one thread per core (``n_jobs=-1``); econml's tree has no such
+option, so the one-thread learner and search are printed too. The compiled kernel's load time
+(from numba's on-disk cache, or its compilation on a first run) is printed separately.
 """
 
 
@@ -39,9 +40,9 @@ from causalkit.policy import TargetPolicyLearner, TargetPolicyValue
 from causalkit.policy.trees import (
     _prune,
     _prune_tolerance,
-    _sort_orders,
     _value_groups,
     fit_policy_tree,
+    sort_orders,
 )
 
 
@@ -152,7 +153,7 @@ def insertions_left(X, gamma, min_leaf=5):
     """Share of the search's segment-tree insertions (2 p^2 n without bounds) that the bounds
     leave: the needed (root bin, side, child feature) cells, each holding about n / bins rows."""
     shifted = gamma - gamma.max(axis=1, keepdims=True)
-    _, start, _ = _value_groups(X, _sort_orders(X))
+    _, start, _ = _value_groups(X, sort_orders(X))
     _, _, need = _prune(start, shifted, min_leaf, _prune_tolerance(shifted),
                         Parallel(n_jobs=1))
     return float(np.mean(need))

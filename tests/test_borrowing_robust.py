@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.api as sm
+from scipy.linalg import qr
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import KFold
@@ -143,6 +144,23 @@ def test_independent_columns_is_the_sequential_rank_rule():
     assert list(independent_columns(Z)) == [0, 1, 2, 4, 7]
     wide = rng.normal(size=(3, 6))                # more columns than rows
     assert list(independent_columns(wide)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("gap", [1e-1, 1e-3, 1e-5, 1e-6, 1e-8, 1e-10])
+def test_independent_columns_keeps_the_qr_answer_around_the_gram_shortcut(gap):
+    # the last column is another plus ``gap`` times noise: its QR pivot ratio is about ``gap``
+    # (far above the tolerance, near the shortcut's margin, above and below the tolerance); the
+    # answer must be the QR rule's, column by column, at every distance
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(5000, 3))
+    Z = np.column_stack([np.ones(5000), X, X[:, 1] + gap * rng.normal(size=5000)])
+    kept = list(range(4))
+    for j in range(4, Z.shape[1]):
+        R = qr(Z[:, kept + [j]], mode="economic")[1]
+        if abs(R[-1, -1]) > 1e-7 * np.linalg.norm(Z[:, j]):
+            kept.append(j)
+    assert list(independent_columns(Z)) == kept
+    assert (4 in kept) == (gap > 1e-7)
 
 
 @pytest.mark.parametrize("model", [LinearOutcomeModel(), LogisticOutcomeModel(ridge=0.0)])

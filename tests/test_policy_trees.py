@@ -9,10 +9,11 @@ from causalkit.policy.trees import (
     _best_root_split,
     _prune,
     _prune_tolerance,
-    _sort_orders,
     _value_groups,
     fit_policy_tree,
     predict_tree,
+    sort_orders,
+    subset_orders,
 )
 
 
@@ -73,7 +74,7 @@ def test_root_split_totals_respect_min_leaf(n_arms, min_leaf, seed):
     gamma = _spiky_rewards(X, n_arms, rng)
     reference = _root_split_reference(X, gamma, min_leaf)
     assert reference < _root_split_reference(X, gamma, 1)  # the leaf size constraint binds
-    _, _, total = _best_depth2(X, gamma, _sort_orders(X), min_leaf)
+    _, _, total, _ = _best_depth2(X, gamma, sort_orders(X), min_leaf)
     assert total == pytest.approx(reference, abs=1e-10)
 
 
@@ -136,7 +137,7 @@ def test_bin_bounds_enclose_every_child_split(n_arms, min_leaf, decimals, seed):
     gamma = rng.normal(size=(n, n_arms))
     gamma[:, 1] += 2 * np.sign(X[:, 0]) * (X[:, 1] > 0)
     shifted = gamma - gamma.max(axis=1, keepdims=True)
-    orders = _sort_orders(X)
+    orders = sort_orders(X)
     _, start, _ = _value_groups(X, orders)
     bins = (start * n_bins // n).astype(np.uint16)
     # every pair's histogram serves both (root, child) roles: the swapped role reads its transpose
@@ -161,7 +162,7 @@ def test_bin_bounds_enclose_every_child_split(n_arms, min_leaf, decimals, seed):
 def _search_without_bounds(X, gamma, min_leaf):
     """The exact search with every root bin alive and every child feature needed."""
     n, p = X.shape
-    orders = _sort_orders(X)
+    orders = sort_orders(X)
     pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(gamma.shape[1], 1))
     group, _, n_groups = _value_groups(X, orders)
     best = None
@@ -183,9 +184,9 @@ def test_bounds_skip_work_and_keep_the_search_exact(signal, seed):
     X = rng.normal(size=(n, p))
     gamma = rng.normal(size=(n, 2))
     gamma[:, 1] += signal * np.sign(X[:, 0]) * np.sign(X[:, 1] - 0.3)
-    orders = _sort_orders(X)
+    orders = sort_orders(X)
     root = _best_depth2(X, gamma, orders, 5)
-    assert root == _search_without_bounds(X, gamma, 5)
+    assert root[:3] == _search_without_bounds(X, gamma, 5)[:3]
     _, start, _ = _value_groups(X, orders)
     shifted = gamma - gamma.max(axis=1, keepdims=True)
     _, alive, need = _prune(start, shifted, 5, _prune_tolerance(shifted),
@@ -193,3 +194,23 @@ def test_bounds_skip_work_and_keep_the_search_exact(signal, seed):
     if signal:
         assert np.mean([nd.mean() for nd in need]) < 0.05
         assert sum(a.any() for a in alive) <= 2
+
+
+def test_subset_orders_are_the_sort_of_the_subset():
+    # heavy ties: the orders read from the full sort must keep ties in the subset's row order,
+    # as a sort of the subset does, and give the same trees
+    rng = np.random.default_rng(12)
+    X = np.round(rng.normal(size=(300, 3)), 1)
+    gamma = rng.normal(size=(300, 2))
+    gamma[:, 1] += np.sign(X[:, 0]) * np.sign(X[:, 2])
+    rows = np.flatnonzero(rng.random(300) < 0.6)
+    orders = sort_orders(X)
+    sub = subset_orders(orders, rows)
+    np.testing.assert_array_equal(sub, sort_orders(X[rows]))
+    assert subset_orders(orders, np.arange(300)) is orders
+    assert fit_policy_tree(X[rows], gamma[rows], orders=sub) == \
+        fit_policy_tree(X[rows], gamma[rows])
+    with pytest.raises(ValueError, match="increasing"):
+        subset_orders(orders, rows[::-1])
+    with pytest.raises(ValueError, match="orders must have shape"):
+        fit_policy_tree(X[rows], gamma[rows], orders=orders)

@@ -92,7 +92,13 @@ from causalkit.nuisance import make_folds
 from causalkit.policy._data import policy_data
 from causalkit.policy._policies import one_hot
 from causalkit.policy.smooth import fit_linear_policy, fit_mlp_policy
-from causalkit.policy.trees import export_text, fit_policy_tree, predict_tree
+from causalkit.policy.trees import (
+    export_text,
+    fit_policy_tree,
+    predict_tree,
+    sort_orders,
+    subset_orders,
+)
 from causalkit.policy.value import TargetPolicyValue
 
 __all__ = ["TargetPolicyLearner", "POLICY_CLASSES", "OBJECTIVES"]
@@ -267,11 +273,12 @@ class TargetPolicyLearner(CausalEstimator):
         if not float(self.l2) >= 0:
             raise ValueError(f"l2 must be >= 0; got {self.l2!r}")
 
-    def _fit_policy(self, X, gamma, seed, n_jobs=None):
+    def _fit_policy(self, X, gamma, seed, n_jobs=None, orders=None):
         if self.policy == "tree":
             tree, _ = fit_policy_tree(X, gamma, depth=self.depth,
                                       min_samples_leaf=self.min_samples_leaf,
-                                      n_jobs=self.n_jobs if n_jobs is None else n_jobs)
+                                      n_jobs=self.n_jobs if n_jobs is None else n_jobs,
+                                      orders=orders)
             return _TreePolicy(tree, gamma.shape[1])
         if self.policy == "linear":
             return fit_linear_policy(X, gamma, l2=self.l2, temperature=self.temperature,
@@ -310,7 +317,10 @@ class TargetPolicyLearner(CausalEstimator):
         n_s = int(np.sum(~is_target))
         fixed = self.objective != "auto"
         candidates = (self.objective,) if fixed else ("target", "source")
-        held = {obj: self._held_out(value, obj, X, gamma, n_s, final=fixed)
+        # the stacked rows are sorted once; every tree search reads its rows' orders from them
+        orders = (sort_orders(X, Parallel(n_jobs=self.n_jobs, prefer="threads"))
+                  if self.policy == "tree" else None)
+        held = {obj: self._held_out(value, obj, X, gamma, n_s, orders, final=fixed)
                 for obj in candidates}
         if self.objective == "auto":
             diff = contrast(held["source"][0], held["target"][0],
@@ -331,8 +341,9 @@ class TargetPolicyLearner(CausalEstimator):
         self.value_ = value_.copy()
         self.value_.details["objective"] = self.objective_choice_["reason"]
         if final is None:
-            final = self._fit_policy(*self._objective_rows(value, chosen, X, gamma),
-                                     self._final_seed(chosen))
+            X_fit, gamma_fit = self._objective_rows(value, chosen, X, gamma)
+            final = self._fit_policy(X_fit, gamma_fit, self._final_seed(chosen),
+                                     orders=self._fit_orders(orders, X_fit))
         self.policy_model_ = final
 
     @staticmethod
@@ -341,6 +352,11 @@ class TargetPolicyLearner(CausalEstimator):
         matrix, or the source rows with their AIPW scores."""
         return (X, gamma) if objective == "target" else value.source_score_matrix()
 
+    @staticmethod
+    def _fit_orders(orders, X_fit):
+        """The orders of an objective's rows (the first ``len(X_fit)`` stacked rows), or None."""
+        return None if orders is None else subset_orders(orders, np.arange(X_fit.shape[0]))
+
     def _final_seed(self, objective):
         """Seed of the policy learned on all rows for ``objective`` (after the folds')."""
         return seed_int(child_seed(self._policy_seeds(objective), len(self.folds_)))
@@ -348,23 +364,30 @@ class TargetPolicyLearner(CausalEstimator):
     def _policy_seeds(self, objective):
         return self.seed_for("policy" if objective == "target" else f"policy_{objective}")
 
-    def _held_out(self, value, objective, X, gamma, n_s, final=False):
+    def _held_out(self, value, objective, X, gamma, n_s, orders, final=False):
         """Held-out target-DR value of the policies learned on ``objective`` without each fold,
         those fold policies, the held-out assignment and (with ``final``) the policy learned on
-        all rows, else None. ``X, gamma``: the stacked rows and target score matrix."""
-        X_fit, gamma = self._objective_rows(value, objective, X, gamma)
-        jobs = [(X_fit, gamma, self._final_seed(objective))] if final else []
+        all rows, else None. ``X, gamma``: the stacked rows and target score matrix; ``orders``:
+        the stacked rows sorted by each covariate (tree policies, else None), from which each
+        search reads its rows' orders."""
+        X_fit, gamma_fit = self._objective_rows(value, objective, X, gamma)
+        fit_orders = self._fit_orders(orders, X_fit)
+        jobs = [(X_fit, gamma_fit, self._final_seed(objective), fit_orders)] if final else []
         seeds = self._policy_seeds(objective)
         held_out = np.empty((X.shape[0], self.arms_.size))
         trains = [train[train < n_s] if objective == "source" else train
                   for train, _ in self.folds_]
-        jobs += [(X[train], gamma[train], seed_int(child_seed(seeds, k)))
+        if orders is not None:  # a tree search reads the orders of increasing rows
+            trains = [np.sort(train) for train in trains]
+        jobs += [(X_fit[train], gamma_fit[train], seed_int(child_seed(seeds, k)),
+                  None if orders is None else subset_orders(fit_orders, train))
                  for k, train in enumerate(trains)]
         # tree searches (compiled, releasing the GIL) run side by side, one thread each; the
         # largest (all rows) is dispatched first
         side_by_side = self.policy == "tree" and self.n_jobs not in (None, 1)
         models = Parallel(n_jobs=self.n_jobs if side_by_side else 1, prefer="threads")(
-            delayed(self._fit_policy)(*job, n_jobs=1 if side_by_side else None) for job in jobs)
+            delayed(self._fit_policy)(*job, n_jobs=1 if side_by_side else None, orders=rows)
+            for *job, rows in jobs)
         final_model = models.pop(0) if final else None
         for model, (_, test) in zip(models, self.folds_, strict=True):
             held_out[test] = self._deploy(model, X[test])

@@ -51,7 +51,7 @@ from numba import njit
 from causalkit.policy._segment_tree import scan_children
 from causalkit.policy._tree_bounds import attained_total, bin_bounds, needed
 
-__all__ = ["fit_policy_tree", "predict_tree", "export_text"]
+__all__ = ["fit_policy_tree", "predict_tree", "export_text", "sort_orders", "subset_orders"]
 
 
 def _rel_better(a, b):
@@ -82,19 +82,20 @@ def _stump_scan(x, gamma, order, total, min_leaf):
     return best_t, best, best_a, best_b
 
 
-def _best_stump(X, gamma, rows, orders, min_leaf, parallel):
-    """Best depth-1 tree (or leaf) on the rows ``rows`` of ``X``, given the same rows sorted by
-    each feature (``orders``, one row per feature; the features are scanned by ``parallel``);
-    returns (node, total reward)."""
+def _best_stump(X, gamma, rows, orders, min_leaf, parallel, features=None):
+    """Best depth-1 tree (or leaf) on the rows ``rows`` of ``X`` over splits on ``features``
+    (default: every column), given the same rows sorted by each of them (``orders``, one row
+    per feature; the features are scanned by ``parallel``); returns (node, total reward)."""
+    features = range(X.shape[1]) if features is None else features
     total = gamma[rows].sum(axis=0)
     best_val, best = float(total.max()), {"action": int(np.argmax(total))}
-    scans = parallel(delayed(_stump_scan)(X[:, j], gamma, orders[j], total, min_leaf)
-                     for j in range(X.shape[1]))
-    for j, (t, value, a, b) in enumerate(scans):
+    scans = parallel(delayed(_stump_scan)(X[:, j], gamma, order, total, min_leaf)
+                     for j, order in zip(features, orders, strict=True))
+    for j, order, (t, value, a, b) in zip(features, orders, scans, strict=True):
         if t >= 0 and _rel_better(value, best_val):
             best_val = float(value)
-            best = {"feature": j,
-                    "threshold": float(0.5 * (X[orders[j][t], j] + X[orders[j][t + 1], j])),
+            best = {"feature": int(j),
+                    "threshold": float(0.5 * (X[order[t], j] + X[order[t + 1], j])),
                     "left": {"action": int(a)}, "right": {"action": int(b)}}
     return best, best_val
 
@@ -106,18 +107,35 @@ def _sort_order(x):
     return o if not np.any(xs[1:] == xs[:-1]) else np.argsort(x, kind="stable")
 
 
-def _sort_orders(X, parallel=None):
-    """Rows sorted by each column, ties in row order: (p, n)."""
+def sort_orders(X, parallel=None):
+    """Rows of ``X`` sorted by each column, ties in row order: (p, n) (the ``orders`` of
+    :func:`fit_policy_tree`; ``parallel`` sorts the columns)."""
     parallel = Parallel(n_jobs=1) if parallel is None else parallel
     return np.array(parallel(delayed(_sort_order)(X[:, j]) for j in range(X.shape[1])),
                     dtype=np.int64).reshape(X.shape[1], X.shape[0])
 
 
+def subset_orders(orders, rows):
+    """The :func:`sort_orders` of ``X[rows]`` read from those of ``X`` (``orders``), without
+    sorting again: ``rows`` must be increasing, so that ties stay in row order."""
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or np.any(np.diff(rows) <= 0):
+        raise ValueError("rows must be a 1-d array of increasing row indices")
+    if rows.size == orders.shape[1]:  # increasing and as many as the rows: every row
+        return orders
+    local = np.full(orders.shape[1], -1, dtype=np.int64)
+    local[rows] = np.arange(rows.size)
+    sub = local[orders]
+    return sub[sub >= 0].reshape(orders.shape[0], rows.size)
+
+
 def _best_root_split(j, X, gamma, order, group, n_groups, min_leaf, pa, pb, bins, alive, need):
     """Best split of the root on feature ``j`` (rows sorted by it: ``order``): (feature,
-    threshold, total reward) or None. Only split points in the root bins ``alive`` (``bins``:
-    each row's bin of feature j) are searched, each child over the child features ``need``
-    (2, p, bins) names."""
+    threshold, total reward, child features) or None. Only split points in the root bins
+    ``alive`` (``bins``: each row's bin of feature j) are searched, each child over the child
+    features ``need`` (2, p, bins) names. The child features returned are those that ``need``
+    keeps at the best split's bin (a tuple of the left and right child's feature indices): they
+    hold each child's best split."""
     if not alive.any():
         return None
     n = X.shape[0]
@@ -138,7 +156,9 @@ def _best_root_split(j, X, gamma, order, group, n_groups, min_leaf, pa, pb, bins
     i = int(np.argmax(total))
     if total[i] == -np.inf:
         return None
-    return j, float(0.5 * (xs[i] + xs[i + 1])), float(total[i])
+    sides = need[:, :, position_bin[i]]
+    return (j, float(0.5 * (xs[i] + xs[i + 1])), float(total[i]),
+            (tuple(np.flatnonzero(sides[0]).tolist()), tuple(np.flatnonzero(sides[1]).tolist())))
 
 
 #: Bins per feature of the two rounds of bounds (:mod:`causalkit.policy._tree_bounds`): every
@@ -200,7 +220,8 @@ def _prune_tolerance(shifted):
 
 
 def _best_depth2(X, gamma, orders, min_leaf, parallel=None):
-    """Best root split (feature, threshold, total reward) over every split point, or None.
+    """Best root split (feature, threshold, total reward, child features: see
+    :func:`_best_root_split`) over every split point, or None.
     Bounds (:mod:`causalkit.policy._tree_bounds`) first rule out root bins and child features
     that cannot hold the best tree; the root features are then searched by ``parallel`` (joblib
     threads: the compiled scan releases the GIL) and compared in feature order, so the tree
@@ -222,7 +243,7 @@ def _best_depth2(X, gamma, orders, min_leaf, parallel=None):
     return best
 
 
-def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None):
+def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None, orders=None):
     """Best tree of the given depth for the reward matrix ``gamma`` (exact search).
 
     Parameters
@@ -238,6 +259,10 @@ def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None):
         depth-2 scans run one feature per thread (joblib's convention: None is 1 unless a
         ``joblib.parallel_config`` says otherwise, -1 is every core). The tree is the same for
         any value.
+    orders : ndarray of shape (p, n), optional
+        The rows of ``X`` sorted by each column, ties in row order (:func:`sort_orders`, or
+        :func:`subset_orders` when ``X`` holds rows of a matrix already sorted, as the held-out
+        folds of a learner do); sorted here when None.
 
     Returns
     -------
@@ -245,7 +270,9 @@ def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None):
         The tree (nested dicts with ``feature``/``threshold``/``left``/``right`` or ``action``)
         and its mean reward :math:`n^{-1}\\sum_r \\Gamma_{r,\\pi(X_r)}`. A split is kept only
         when it strictly improves on the shallower tree; thresholds are midpoints between
-        consecutive distinct values.
+        consecutive distinct values. The children of a depth-2 root are split over the child
+        features that the bounds keep at the root split (every other feature's best split
+        there is below one of theirs, :mod:`causalkit.policy._tree_bounds`).
     """
     if depth not in (1, 2):
         raise ValueError(f"depth must be 1 or 2; got {depth!r}")
@@ -253,19 +280,22 @@ def fit_policy_tree(X, gamma, *, depth=2, min_samples_leaf=5, n_jobs=None):
     gamma = np.ascontiguousarray(gamma, dtype=float)
     n, p = X.shape
     parallel = Parallel(n_jobs=n_jobs, prefer="threads")
-    orders = _sort_orders(X, parallel)
+    orders = sort_orders(X, parallel) if orders is None else orders
+    if orders.shape != (p, n):
+        raise ValueError(f"orders must have shape {(p, n)}; got {orders.shape}")
     tree, value = _best_stump(X, gamma, np.arange(n), orders, min_samples_leaf, parallel)
     if depth == 2:
         root = _best_depth2(X, gamma, orders, min_samples_leaf, parallel)
         if root is not None and _rel_better(root[2], value):
-            j, threshold, _ = root
+            j, threshold, _, sides = root
             go_left = X[:, j] <= threshold
-            left, v_left = _best_stump(X, gamma, np.flatnonzero(go_left),
-                                       orders[go_left[orders]].reshape(p, -1), min_samples_leaf,
-                                       parallel)
-            right, v_right = _best_stump(X, gamma, np.flatnonzero(~go_left),
-                                         orders[~go_left[orders]].reshape(p, -1),
-                                         min_samples_leaf, parallel)
+            children = []
+            for features, here in zip(sides, (go_left, ~go_left), strict=True):
+                order = orders[list(features)]
+                children.append(_best_stump(X, gamma, np.flatnonzero(here),
+                                            order[here[order]].reshape(len(features), -1),
+                                            min_samples_leaf, parallel, features))
+            (left, v_left), (right, v_right) = children
             tree = {"feature": j, "threshold": threshold, "left": left, "right": right}
             value = v_left + v_right
     return tree, float(value / n)

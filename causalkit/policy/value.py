@@ -503,8 +503,8 @@ class TargetPolicyValue(CausalEstimator):
         return self._fit_data(policy_data(self, X, y, treatment, args, X_target, covariates))
 
     def _fit(self, data):
-        self.support_box_ = np.quantile(data.Xs, SUPPORT_QUANTILES, axis=0)
-        self.trim_box_ = np.quantile(data.Xs, TRIM_QUANTILES, axis=0)
+        self.support_box_, self.trim_box_ = np.split(
+            np.quantile(data.Xs, SUPPORT_QUANTILES + TRIM_QUANTILES, axis=0), 2)
         self._fit_nuisances(data)
         self.support_models_ = list(zip(self.domain_models_, self.odds_factors_, strict=True))
         self.n_trimmed_source_ = self.n_trimmed_target_ = 0
