@@ -18,13 +18,16 @@ value fit also fits the domain model of the target. The learner sorts the stacke
 (every search reads its rows' orders from that sort) and runs the three searches side by side,
 one thread each, on up to one thread per core (``n_jobs=-1``); econml's tree has no such
 option, so the one-thread learner and search are printed too. The compiled kernel's load time
-(from numba's on-disk cache, or its compilation on a first run) is printed separately.
+(from numba's on-disk cache, or its compilation on a first run) is printed separately. Last,
+the default value and learner fits (default nuisance models) with one BLAS thread, as the
+policy estimators fit (``_fit_blas_threads``), against the process's BLAS pool.
 """
 
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 import warnings
@@ -147,6 +150,39 @@ def main(argv=None):
     print("   greedy tree runs once)")
     print(f"ratio linear learner / econml fit:            "
           f"{learner_s / np.median(seconds['econml']):8.2f}")
+    blas_threads(Xs, a, y, Xt, args.repeats)
+
+
+@contextlib.contextmanager
+def blas_pool():
+    """Fit with the process's BLAS pool instead of the estimators' one BLAS thread."""
+    saved = TargetPolicyValue._fit_blas_threads, TargetPolicyLearner._fit_blas_threads
+    TargetPolicyValue._fit_blas_threads = TargetPolicyLearner._fit_blas_threads = None
+    try:
+        yield
+    finally:
+        TargetPolicyValue._fit_blas_threads, TargetPolicyLearner._fit_blas_threads = saved
+
+
+def blas_threads(Xs, a, y, Xt, repeats):
+    """The default fits (default nuisance models and policy) with one BLAS thread, as the
+    policy estimators fit, against the process's BLAS pool: interleaved runs, median."""
+    fits = {"TargetPolicyValue().fit": TargetPolicyValue,
+            "TargetPolicyLearner().fit (linear)": TargetPolicyLearner,
+            "TargetPolicyLearner(policy='tree').fit": lambda **kw: TargetPolicyLearner(
+                policy="tree", **kw)}
+    print(f"default fits, one BLAS thread (the default) / the process's pool "
+          f"({repeats} interleaved runs):")
+    for name, make in fits.items():
+        one, pool = [], []
+        for _ in range(repeats):
+            for times, context in ((one, contextlib.nullcontext), (pool, blas_pool)):
+                with context():
+                    start = time.perf_counter()
+                    make(random_state=0).fit(Xs, y, a, X_target=Xt)
+                    times.append(time.perf_counter() - start)
+        print(f"  {name:40s} {np.median(one):6.2f} s / {np.median(pool):6.2f} s = "
+              f"{np.median(np.array(one) / np.array(pool)):.2f}")
 
 
 def insertions_left(X, gamma, min_leaf=5):

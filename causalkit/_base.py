@@ -223,7 +223,10 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     ``_inferences`` (the kinds it supports), ``_bootstrap_ci`` (the interval the bootstrap
     reports: ``"percentile"`` or ``"normal"``), ``_tests_null`` (``False`` where a null of 0 means
     nothing, as for a policy value: results then carry no z or p-value), ``_label`` (shown in
-    summaries), ``_estimand``.
+    summaries), ``_estimand``, ``_fit_blas_threads`` (BLAS threads while fitting: None leaves
+    the process's pool as it is; 1 for fits made of many small fits or running threads of their
+    own, where BLAS threads spin more than they compute; OpenMP pools, as in histogram gradient
+    boosting, are left as they are).
     ``_replicate(target)`` returns the bootstrap's ``fit_fn`` (default: refit a clone of the
     whole estimator).
     """
@@ -234,6 +237,7 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     _tests_null = True
     _label = "Estimator"
     _estimand = "ATE"
+    _fit_blas_threads = None
 
     # -- seeds
     def seed_for(self, purpose: str) -> np.random.SeedSequence:
@@ -248,7 +252,11 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
         """Fit on a validated data container; store it for the bootstrap."""
         self._seed_root = as_seed_sequence(getattr(self, "random_state", None))
         self._bootstrap_cache = {}
-        self._fit(data)
+        if self._fit_blas_threads is None:
+            self._fit(data)
+        else:
+            with _threadpools().limit(limits=self._fit_blas_threads, user_api="blas"):
+                self._fit(data)
         self.data_ = data
         return self
 

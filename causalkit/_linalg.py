@@ -41,10 +41,10 @@ def independent_columns(Z, tol: float = ALIAS_TOL) -> np.ndarray:
     Team, ``?qr`` (``LAPACK = FALSE``, ``tol = 1e-07``).
     """
     Z = np.asarray(Z, dtype=float)
+    if _clearly_independent(Z.T @ Z, Z.shape[0]):
+        return np.arange(Z.shape[1])
     norms = np.linalg.norm(Z, axis=0)
     keep = np.flatnonzero(norms > 0)
-    if _clearly_independent(Z if keep.size == Z.shape[1] else Z[:, keep], norms[keep]):
-        return keep
     while keep.size:
         R = qr(Z[:, keep], mode="r", check_finite=False)[0]
         diag = np.abs(np.diag(R))
@@ -63,16 +63,17 @@ def independent_columns(Z, tol: float = ALIAS_TOL) -> np.ndarray:
 _GRAM_MARGIN = 1e-6
 
 
-def _clearly_independent(Z, norms) -> bool:
-    """Whether the columns of ``Z`` (nonzero ``norms``) are so far from aliased that the QR rule
-    of :func:`independent_columns` keeps them all: every squared pivot of the Cholesky factor
-    of the unit-norm columns' Gram matrix :math:`D^{-1}Z'ZD^{-1}` (:math:`D` the norms; the
-    pivots are the QR's :math:`|R_{jj}|/\\|Z_j\\|`) is at least ``_GRAM_MARGIN``. One
-    matrix product instead of a QR."""
-    if Z.shape[1] == 0 or Z.shape[1] > Z.shape[0]:
+def _clearly_independent(gram, n_rows) -> bool:
+    """Whether the columns whose Gram matrix is ``gram`` (over ``n_rows`` rows) are so far from
+    aliased that the QR rule of :func:`independent_columns` keeps them all: no zero column, and
+    every squared pivot of the Cholesky factor of the unit-norm columns' Gram matrix
+    :math:`D^{-1}Z'ZD^{-1}` (:math:`D` the norms; the pivots are the QR's
+    :math:`|R_{jj}|/\\|Z_j\\|`) at least ``_GRAM_MARGIN``."""
+    norms = np.sqrt(np.diag(gram))
+    if gram.shape[0] == 0 or gram.shape[0] > n_rows or not np.all(norms > 0):
         return False
     try:
-        R = np.linalg.cholesky((Z.T @ Z) / np.outer(norms, norms))
+        R = np.linalg.cholesky(gram / np.outer(norms, norms))
     except np.linalg.LinAlgError:
         return False
     return bool(np.min(np.diag(R)) ** 2 >= _GRAM_MARGIN)
@@ -82,7 +83,14 @@ def aliased_covariates(X) -> np.ndarray:
     """Indices of the columns of ``X`` that :func:`independent_columns` drops from the design
     ``[1, X]``: constant columns and linear combinations of the intercept and earlier columns."""
     X = np.asarray(X, dtype=float)
-    kept = independent_columns(np.column_stack([np.ones(X.shape[0]), X]))
+    n, p = X.shape
+    gram = np.empty((p + 1, p + 1))  # of [1, X], without building it
+    gram[0, 0] = n
+    gram[0, 1:] = gram[1:, 0] = X.sum(axis=0)
+    gram[1:, 1:] = X.T @ X
+    if _clearly_independent(gram, n):
+        return np.array([], dtype=int)
+    kept = independent_columns(np.column_stack([np.ones(n), X]))
     return np.setdiff1d(np.arange(1, X.shape[1] + 1), kept) - 1
 
 

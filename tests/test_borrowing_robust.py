@@ -11,7 +11,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import KFold
 
-from causalkit._linalg import independent_columns
+from causalkit._linalg import aliased_covariates, independent_columns
 from causalkit.borrowing import (
     CalibratedFullBorrowing,
     CalibratedInfluenceBorrowing,
@@ -161,6 +161,7 @@ def test_independent_columns_keeps_the_qr_answer_around_the_gram_shortcut(gap):
             kept.append(j)
     assert list(independent_columns(Z)) == kept
     assert (4 in kept) == (gap > 1e-7)
+    assert list(aliased_covariates(Z[:, 1:])) == ([] if 4 in kept else [3])
 
 
 @pytest.mark.parametrize("model", [LinearOutcomeModel(), LogisticOutcomeModel(ridge=0.0)])

@@ -123,10 +123,25 @@ def subset_orders(orders, rows):
         raise ValueError("rows must be a 1-d array of increasing row indices")
     if rows.size == orders.shape[1]:  # increasing and as many as the rows: every row
         return orders
-    local = np.full(orders.shape[1], -1, dtype=np.int64)
-    local[rows] = np.arange(rows.size)
-    sub = local[orders]
-    return sub[sub >= 0].reshape(orders.shape[0], rows.size)
+    return _subset_orders(orders, rows.astype(np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _subset_orders(orders, rows):
+    """Each feature's order with the rows not in ``rows`` left out, as indices into ``rows``."""
+    p, n = orders.shape
+    local = np.full(n, -1, dtype=np.int64)
+    for i in range(rows.size):
+        local[rows[i]] = i
+    out = np.empty((p, rows.size), dtype=np.int64)
+    for j in range(p):
+        c = 0
+        for t in range(n):
+            i = local[orders[j, t]]
+            if i >= 0:
+                out[j, c] = i
+                c += 1
+    return out
 
 
 def _best_root_split(j, X, gamma, order, group, n_groups, min_leaf, pa, pb, bins, alive, need):
@@ -149,7 +164,7 @@ def _best_root_split(j, X, gamma, order, group, n_groups, min_leaf, pa, pb, bins
         return None
     left, right = np.full(n, -np.inf), np.full(n, -np.inf)
     children = np.flatnonzero(need.any(axis=(0, 2)))   # only these are gathered and scanned
-    scan_children(group[children][:, order], n_groups[children],
+    scan_children(group[children[:, None], order], n_groups[children],
                   np.ascontiguousarray(gamma[order]), cut, min_leaf, pa, pb,
                   need[:, children][:, :, position_bin], left, right)
     total = np.where(cut, left + right, -np.inf)
