@@ -20,14 +20,13 @@ one thread each, on up to one thread per core (``n_jobs=-1``); econml's tree has
 option, so the one-thread learner and search are printed too. The compiled kernel's load time
 (from numba's on-disk cache, or its compilation on a first run) is printed separately. Last,
 the default value and learner fits (default nuisance models) with one BLAS thread, as the
-policy estimators fit (``_fit_blas_threads``), against the process's BLAS pool.
+estimators fit (``CausalEstimator._fit_blas_threads``), against the process's BLAS pool.
 """
 
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import time
 import warnings
@@ -39,6 +38,7 @@ from scipy.special import expit
 from sklearn.base import clone
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
+from causalkit._base import fit_blas_threads
 from causalkit.policy import TargetPolicyLearner, TargetPolicyValue
 from causalkit.policy.trees import (
     _prune,
@@ -153,20 +153,10 @@ def main(argv=None):
     blas_threads(Xs, a, y, Xt, args.repeats)
 
 
-@contextlib.contextmanager
-def blas_pool():
-    """Fit with the process's BLAS pool instead of the estimators' one BLAS thread."""
-    saved = TargetPolicyValue._fit_blas_threads, TargetPolicyLearner._fit_blas_threads
-    TargetPolicyValue._fit_blas_threads = TargetPolicyLearner._fit_blas_threads = None
-    try:
-        yield
-    finally:
-        TargetPolicyValue._fit_blas_threads, TargetPolicyLearner._fit_blas_threads = saved
-
-
 def blas_threads(Xs, a, y, Xt, repeats):
     """The default fits (default nuisance models and policy) with one BLAS thread, as the
-    policy estimators fit, against the process's BLAS pool: interleaved runs, median."""
+    estimators fit, against the process's BLAS pool (``causalkit._base.fit_blas_threads``):
+    interleaved runs, median."""
     fits = {"TargetPolicyValue().fit": TargetPolicyValue,
             "TargetPolicyLearner().fit (linear)": TargetPolicyLearner,
             "TargetPolicyLearner(policy='tree').fit": lambda **kw: TargetPolicyLearner(
@@ -176,8 +166,8 @@ def blas_threads(Xs, a, y, Xt, repeats):
     for name, make in fits.items():
         one, pool = [], []
         for _ in range(repeats):
-            for times, context in ((one, contextlib.nullcontext), (pool, blas_pool)):
-                with context():
+            for times, threads in ((one, 1), (pool, None)):
+                with fit_blas_threads(threads):
                     start = time.perf_counter()
                     make(random_state=0).fit(Xs, y, a, X_target=Xt)
                     times.append(time.perf_counter() - start)

@@ -26,6 +26,7 @@ container plus resampling (Bach et al. 2022, *JMLR* 23(53)).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import warnings
@@ -183,6 +184,18 @@ def _threadpools() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+@contextlib.contextmanager
+def fit_blas_threads(n_threads):
+    """Inside the block, every estimator fits with ``n_threads`` BLAS threads (None: the
+    process's pool as it is) instead of its ``_fit_blas_threads``; the benchmarks time the
+    default both ways with it."""
+    saved, CausalEstimator._fit_blas_threads = CausalEstimator._fit_blas_threads, n_threads
+    try:
+        yield
+    finally:
+        CausalEstimator._fit_blas_threads = saved
+
+
 class _Refit:
     """Picklable bootstrap replicate: refit a clone on resampled data, return its point value.
 
@@ -223,10 +236,14 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     ``_inferences`` (the kinds it supports), ``_bootstrap_ci`` (the interval the bootstrap
     reports: ``"percentile"`` or ``"normal"``), ``_tests_null`` (``False`` where a null of 0 means
     nothing, as for a policy value: results then carry no z or p-value), ``_label`` (shown in
-    summaries), ``_estimand``, ``_fit_blas_threads`` (BLAS threads while fitting: None leaves
-    the process's pool as it is; 1 for fits made of many small fits or running threads of their
-    own, where BLAS threads spin more than they compute; OpenMP pools, as in histogram gradient
-    boosting, are left as they are).
+    summaries), ``_estimand``, ``_fit_blas_threads`` (BLAS threads while fitting; None leaves
+    the process's pool as it is).
+
+    Fits run with one BLAS thread by default: they are many small fits (cross-fitted nuisances,
+    stage regressions, policies, some beside threads of their own), where BLAS threads spin more
+    than they compute. ``benchmarks/policy.py`` and ``benchmarks/longterm.py`` time the default
+    fits both ways; OpenMP pools (histogram gradient boosting) are left as they are, and the
+    simulation engine and the bootstrap replicates already ran with one thread.
     ``_replicate(target)`` returns the bootstrap's ``fit_fn`` (default: refit a clone of the
     whole estimator).
     """
@@ -237,7 +254,7 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     _tests_null = True
     _label = "Estimator"
     _estimand = "ATE"
-    _fit_blas_threads = None
+    _fit_blas_threads = 1
 
     # -- seeds
     def seed_for(self, purpose: str) -> np.random.SeedSequence:

@@ -228,9 +228,6 @@ class TargetPolicyLearner(CausalEstimator):
 
     _nuisance_slots = {}
     _row_order_dependent = True
-    # small fits (nuisances, L-BFGS policies) and, for trees, threads of its own: BLAS threads
-    # spin beside them (``benchmarks/policy.py`` times the default fit both ways)
-    _fit_blas_threads = 1
     _default_inference = "bootstrap"
     _bootstrap_ci = "normal"
     _tests_null = False

@@ -376,9 +376,6 @@ class TargetPolicyValue(CausalEstimator):
                        "domain_model": "classifier"}
     _row_order_dependent = True
     _tests_null = False   # a policy value has no meaningful null of 0: no p-value
-    # the cross-fitted nuisances are small fits, slower with BLAS threads
-    # (``benchmarks/policy.py`` times the default fit both ways)
-    _fit_blas_threads = 1
     _label = "Target policy value"
     _estimand = "target policy value"
 
