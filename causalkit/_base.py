@@ -238,14 +238,15 @@ class CausalEstimator(BaseEstimator, metaclass=ABCMeta):
     nothing, as for a policy value: results then carry no z or p-value), ``_label`` (shown in
     summaries), ``_estimand``, ``_fit_blas_threads`` (BLAS threads while fitting; None leaves
     the process's pool as it is).
+    ``_replicate(target)`` returns the bootstrap's ``fit_fn`` (default: refit a clone of the
+    whole estimator).
 
     Fits run with one BLAS thread by default: they are many small fits (cross-fitted nuisances,
     stage regressions, policies, some beside threads of their own), where BLAS threads spin more
     than they compute. ``benchmarks/policy.py`` and ``benchmarks/longterm.py`` time the default
-    fits both ways; OpenMP pools (histogram gradient boosting) are left as they are, and the
-    simulation engine and the bootstrap replicates already ran with one thread.
-    ``_replicate(target)`` returns the bootstrap's ``fit_fn`` (default: refit a clone of the
-    whole estimator).
+    fits both ways (:func:`fit_blas_threads`); OpenMP pools (histogram gradient boosting) are
+    left as they are, and the simulation engine and the bootstrap replicates already ran with
+    one thread.
     """
 
     _default_inference = "influence"
