@@ -318,8 +318,7 @@ class TargetPolicyLearner(CausalEstimator):
         fixed = self.objective != "auto"
         candidates = (self.objective,) if fixed else ("target", "source")
         # the stacked rows are sorted once; every tree search reads its rows' orders from them
-        orders = (sort_orders(X, Parallel(n_jobs=self.n_jobs, prefer="threads"))
-                  if self.policy == "tree" else None)
+        orders = sort_orders(X) if self.policy == "tree" else None
         held = {obj: self._held_out(value, obj, X, gamma, n_s, orders, final=fixed)
                 for obj in candidates}
         if self.objective == "auto":
