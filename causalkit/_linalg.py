@@ -43,6 +43,11 @@ def independent_columns(Z, tol: float = ALIAS_TOL) -> np.ndarray:
     Z = np.asarray(Z, dtype=float)
     if _clearly_independent(Z.T @ Z, Z.shape[0]):
         return np.arange(Z.shape[1])
+    return _qr_rule(Z, tol)
+
+
+def _qr_rule(Z, tol):
+    """The QR rule of :func:`independent_columns`, without its shortcut."""
     norms = np.linalg.norm(Z, axis=0)
     keep = np.flatnonzero(norms > 0)
     while keep.size:
@@ -90,7 +95,7 @@ def aliased_covariates(X) -> np.ndarray:
     gram[1:, 1:] = X.T @ X
     if _clearly_independent(gram, n):
         return np.array([], dtype=int)
-    kept = independent_columns(np.column_stack([np.ones(n), X]))
+    kept = _qr_rule(np.column_stack([np.ones(n), X]), ALIAS_TOL)
     return np.setdiff1d(np.arange(1, X.shape[1] + 1), kept) - 1
 
 
