@@ -1,6 +1,7 @@
 """TargetPolicyLearner and its policy classes: exact tree search, surrogate gradients, regret."""
 
 import itertools
+import warnings
 
 import matplotlib
 import numpy as np
@@ -126,15 +127,24 @@ def test_learner_finds_near_optimal_target_policy(shifted_data, policy):
     assert set(learner.predict(d["X_target"])) <= {0, 1}
 
 
-@pytest.mark.parametrize("objective", ["target", "auto"])
-def test_tree_learner_gives_the_same_fit_for_any_thread_count(shifted_data, objective):
-    # with n_jobs other than 1 the held-out folds' searches (and, with a fixed objective, the
-    # search on all rows) run side by side: the fold trees, the held-out assignment and value,
-    # and the final tree must be those of one thread
+@pytest.mark.parametrize("objective, trim", [("target", False), ("auto", False),
+                                             ("target", True)])
+def test_tree_learner_gives_the_same_fit_for_any_thread_count(shifted_data, objective, trim):
+    # with n_jobs other than 1 the stacked rows are sorted beside the value fit (and sorted
+    # again when trimming drops rows) and the held-out folds' searches (with a fixed objective,
+    # also the search on all rows) run side by side: the fold trees, the held-out assignment
+    # and value, and the final tree must be those of one thread
     d = shifted_data
-    one, two = (TargetPolicyLearner(TargetPolicyValue(cv=2, random_state=0), policy="tree",
-                                    objective=objective, n_jobs=n_jobs, random_state=0).fit(
-        d["X_source"], d["y"], d["treatment"], X_target=d["X_target"]) for n_jobs in (1, 2))
+    if trim:
+        d = dgps.simulate("learning", np.random.default_rng(3), n_source=400, n_target=400,
+                          shift=dgps.LEARNING_SHIFTS["strong"])
+    value = TargetPolicyValue(cv=2, on_poor_overlap="trim" if trim else "warn", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one, two = (TargetPolicyLearner(value, policy="tree", objective=objective,
+                                        n_jobs=n_jobs, random_state=0).fit(
+            d["X_source"], d["y"], d["treatment"], X_target=d["X_target"]) for n_jobs in (1, 2))
+    assert (one.value_estimator_.n_trimmed_target_ > 0) == trim
     assert [m.tree for m in one.fold_models_] == [m.tree for m in two.fold_models_]
     np.testing.assert_array_equal(one.held_out_, two.held_out_)
     assert (one.value_.value, one.value_.std_error) == (two.value_.value, two.value_.std_error)

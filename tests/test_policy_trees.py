@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from causalkit.policy._segment_tree import scan_children
 from causalkit.policy._tree_bounds import LB_LEFT, LB_RIGHT, UB_LEFT, UB_RIGHT, bin_bounds
 from causalkit.policy.trees import (
     _best_depth2,
@@ -76,6 +77,34 @@ def test_root_split_totals_respect_min_leaf(n_arms, min_leaf, seed):
     assert reference < _root_split_reference(X, gamma, 1)  # the leaf size constraint binds
     _, _, total, _ = _best_depth2(X, gamma, sort_orders(X), min_leaf)
     assert total == pytest.approx(reference, abs=1e-10)
+
+
+@pytest.mark.parametrize("n_arms, min_leaf, spikes, seed", [
+    (2, 6, 1.0, 11),   # the extremes of the prefix sums often sit inside the forbidden end rows
+    (3, 4, 0.5, 12),   # ... for some arm pairs only, while another pair's extreme is allowed
+    (2, 9, 0.0, 13),   # no spikes: the extremes decide directly
+])
+def test_child_scan_gives_every_root_split_its_best_children(n_arms, min_leaf, spikes, seed):
+    # at every root split point, the compiled scan's left and right child values (every child
+    # feature needed) equal the enumerated best depth-1 totals of the two child row sets
+    rng = np.random.default_rng(seed)
+    n, p = 90, 2
+    X = np.round(rng.normal(size=(n, p)), 1)
+    gamma = rng.normal(size=(n, n_arms)) + spikes * _spiky_rewards(X, n_arms, rng)
+    orders = sort_orders(X)
+    group, _, n_groups = _value_groups(X, orders)
+    pa, pb = (np.asarray(v, dtype=np.int64) for v in np.triu_indices(n_arms, 1))
+    order = orders[0]
+    cut = np.r_[X[order[:-1], 0] < X[order[1:], 0], False]
+    left, right = np.full(n, -np.inf), np.full(n, -np.inf)
+    scan_children(group[:, order], n_groups, np.ascontiguousarray(gamma[order]), cut, min_leaf,
+                  pa, pb, np.ones((2, p, n), dtype=bool), left, right)
+    for i in np.flatnonzero(cut):
+        rows_left, rows_right = order[:i + 1], order[i + 1:]
+        assert left[i] == pytest.approx(
+            _best_stump_reference(X[rows_left], gamma[rows_left], min_leaf), abs=1e-10)
+        assert right[i] == pytest.approx(
+            _best_stump_reference(X[rows_right], gamma[rows_right], min_leaf), abs=1e-10)
 
 
 @pytest.mark.parametrize("n_arms, min_leaf, decimals, seed", [

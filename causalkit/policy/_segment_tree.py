@@ -8,12 +8,12 @@ one child feature has value :math:`\\max_{a, b}\\big(T_b + \\max_t [P_a(t) - P_b
 (leaves: blocks of ``_BLOCK`` consecutive values) keeps, for every arm pair, the sum, the
 maximum and the minimum prefix sum of :math:`\\Gamma_a-\\Gamma_b` and the row count where each
 extreme is reached, so that adding a row costs :math:`O(K^2\\log n)`. The root of the segment
-tree gives the best split in :math:`O(K^2)` unless an extreme lies within ``min_samples_leaf``
-rows of either end; then an exact range query over the allowed split points, in
-:math:`O(K^2\\log n)`, is run unless the unrestricted extreme (an upper bound) cannot beat the
-best child split already found on another feature. Compiled with numba (cached on disk, so that
-a new process loads rather than recompiles it); every kernel releases the GIL where it is
-called from threads.
+tree gives the best split in :math:`O(K^2)` unless the best of its extremes lies within
+``min_samples_leaf`` rows of either end and no allowed extreme reaches it; then an exact range
+query over the allowed split points, in :math:`O(K^2\\log n)`, is run unless the unrestricted
+extreme (an upper bound) cannot beat the best child split already found on another feature.
+Compiled with numba (cached on disk, so that a new process loads rather than recompiles it);
+every kernel releases the GIL where it is called from threads.
 """
 
 from __future__ import annotations
@@ -150,6 +150,13 @@ def _absorb(T, v, off, hi_mx, lo_mn):
         off[q] += T[v, c]
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _allowed_prefix(rows, m, min_leaf):
+    """Whether a split after the first ``rows`` of ``m`` rows leaves ``min_leaf`` rows on each
+    side (or is no split: 0 or m rows)."""
+    return not (0 < rows < m and (rows < min_leaf or rows > m - min_leaf))
+
+
 @njit(cache=True, error_model="numpy")
 def _stump_value(gs, T, size, tot, min_leaf, bar, pa, pb, off, hi_mx, lo_mn, stack):
     """Best depth-1 total reward of the rows in the tree (arm totals ``tot``; leaf or any
@@ -157,16 +164,20 @@ def _stump_value(gs, T, size, tot, min_leaf, bar, pa, pb, off, hi_mx, lo_mn, sta
     P = pa.size
     m = T[1, 0]
     best = tot.max()
-    # The extreme prefix sums over all groups decide unless one sits strictly inside the first
-    # or last ``min_leaf - 1`` rows (a prefix over 0 or all m rows is a leaf value); in any case
-    # they bound the best allowed split from above.
-    direct, decided = best, True
+    # The extreme prefix sums over all groups bound the best allowed split from above; one
+    # that does not sit strictly inside the first or last ``min_leaf - 1`` rows is an allowed
+    # split (a prefix over 0 or all m rows is a leaf value), and when the allowed ones reach
+    # the bound they decide.
+    direct, allowed = best, best
     for q in range(P):
         c = 1 + 5 * q
-        for rows in (T[1, c + 2], T[1, c + 4]):
-            decided &= not (0 < rows < m and (rows < min_leaf or rows > m - min_leaf))
-        direct = max(direct, tot[pb[q]] + T[1, c + 1], tot[pa[q]] - T[1, c + 3])
-    if decided or direct <= bar:
+        high, low = tot[pb[q]] + T[1, c + 1], tot[pa[q]] - T[1, c + 3]
+        direct = max(direct, high, low)
+        if _allowed_prefix(T[1, c + 2], m, min_leaf):
+            allowed = max(allowed, high)
+        if _allowed_prefix(T[1, c + 4], m, min_leaf):
+            allowed = max(allowed, low)
+    if allowed >= direct or direct <= bar:
         return direct
     if m < 2 * min_leaf:
         return best

@@ -40,73 +40,68 @@ from numba import njit
 UB_LEFT, UB_RIGHT, LB_LEFT, LB_RIGHT, LB_RIGHT_EXCL = range(5)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _split_value(lo, hi, b, top, K):
-    """``max_k P_k + max_k (T_k - P_k)`` and the rows before the split, for the rows between the
-    cumulative histogram rows ``lo`` and ``hi`` split after child bin ``b - 1`` (``top``: the
-    last child bin index)."""
-    left, right = -np.inf, -np.inf
-    for k in range(K):
-        pre = hi[b, k] - lo[b, k]
-        left = max(left, pre)
-        right = max(right, hi[top, k] - lo[top, k] - pre)
-    return left + right, hi[b, K] - lo[b, K]
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _straddle_value(lo, hi, b, top, K):
-    """Upper bound of the splits inside child bin ``b`` (its rows take their best arm, each
-    adding at most 0) for the rows between the cumulative histogram rows ``lo`` and ``hi``."""
-    before, after = -np.inf, -np.inf
-    for k in range(K):
-        before = max(before, hi[b, k] - lo[b, k])
-        after = max(after, hi[top, k] - lo[top, k] - (hi[b + 1, k] - lo[b + 1, k]))
-    return before + after
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _leaf_value(lo, hi, top, K):
-    """Best single-arm total and the row count of the rows between ``lo`` and ``hi``."""
-    best = -np.inf
-    for k in range(K):
-        best = max(best, hi[top, k] - lo[top, k])
-    return best, hi[top, K] - lo[top, K]
-
-
 @njit(cache=True, error_model="numpy")
-def _root_bin_bounds(E, min_leaf, out, ell, g):
+def _root_bin_bounds(F, min_leaf, out, ell, g, W):
     """The five bounds of root bin ``g`` and child feature ``ell`` into ``out[:, ell, g]``.
 
-    ``E`` (G + 1, B + 1, K + 1): ``E[g, b]`` holds the arm sums and the row count of the rows in
-    root bins < g and child bins < b. The child sets of the bin are L_<g (root bins [0, g)),
-    L_<=g ([0, g + 1)), R_>=g ([g, G)) and R_>g ([g + 1, G))."""
-    G, top, K = E.shape[0] - 1, E.shape[1] - 1, E.shape[2] - 1
-    first, before, after, last = E[0], E[g], E[g + 1], E[G]
+    ``F`` (K + 1, G + 1, B + 1): ``F[k, g, b]`` holds arm k's sum (k = K: the row count) over
+    the rows in root bins < g and child bins < b. The child sets of the bin are L_<g (root bins
+    [0, g)), L_<=g ([0, g + 1)), R_>=g ([g, G)) and R_>g ([g + 1, G)). For a set whose sums
+    over child bins < b are :math:`H_k(b)`, the best arm total left of child boundary b is
+    :math:`u(b) = \\max_k H_k(b)` and right of it :math:`v(b) = \\max_k (H_k(B) - H_k(b))`: a
+    split at boundary b is worth :math:`u(b) + v(b)`, a split inside child bin b at most
+    :math:`u(b) + v(b + 1)` (the bin's rows take their best arm, each adding at most 0), and the
+    leaf :math:`u(B)`. ``W`` (8, B + 1) is work space: u and v of the four sets, filled one arm
+    at a time along contiguous rows."""
+    K, G, top = F.shape[0] - 1, F.shape[1] - 1, F.shape[2] - 1
+    W[:] = -np.inf
+    for k in range(K):
+        first, before, after, last = F[k, 0], F[k, g], F[k, g + 1], F[k, G]
+        t0, t1 = before[top] - first[top], after[top] - first[top]
+        t2, t3 = last[top] - before[top], last[top] - after[top]
+        for b in range(top + 1):
+            h0, h1 = before[b] - first[b], after[b] - first[b]
+            h2, h3 = last[b] - before[b], last[b] - after[b]
+            W[0, b], W[1, b] = max(W[0, b], h0), max(W[1, b], h1)
+            W[2, b], W[3, b] = max(W[2, b], h2), max(W[3, b], h3)
+            W[4, b], W[5, b] = max(W[4, b], t0 - h0), max(W[5, b], t1 - h1)
+            W[6, b], W[7, b] = max(W[6, b], t2 - h2), max(W[7, b], t3 - h3)
+    first, before, after, last = F[K, 0], F[K, g], F[K, g + 1], F[K, G]
+    rows_left, rows_right = after[top] - first[top], last[top] - before[top]
+    rows_excl = last[top] - after[top]
     # L_<=g and R_>=g bound every child set of the bin from below only through splits that keep
     # min_leaf rows on each side after the bin's rows leave; R_>g is a child set itself.
-    keep = min_leaf + after[top, K] - before[top, K]
-    upper_left, _ = _leaf_value(first, before, top, K)
-    upper_right, _ = _leaf_value(after, last, top, K)
-    lower_left, rows_left = _leaf_value(first, after, top, K)
-    lower_right, rows_right = _leaf_value(before, last, top, K)
-    lower_excl, rows_excl = upper_right, last[top, K] - after[top, K]
+    keep = min_leaf + after[top] - before[top]
+    upper_left, upper_right = W[0, top], W[3, top]
+    lower_left, lower_right, lower_excl = W[1, top], W[2, top], W[3, top]
     for b in range(top):
-        upper_left = max(upper_left, _straddle_value(first, before, b, top, K))
-        upper_right = max(upper_right, _straddle_value(after, last, b, top, K))
-        value, rows = _split_value(first, after, b + 1, top, K)
+        upper_left = max(upper_left, W[0, b] + W[4, b + 1])
+        upper_right = max(upper_right, W[3, b] + W[7, b + 1])
+    for b in range(1, top + 1):
+        rows = after[b] - first[b]
         if min(rows, rows_left - rows) >= keep:
-            lower_left = max(lower_left, value)
-        value, rows = _split_value(before, last, b + 1, top, K)
+            lower_left = max(lower_left, W[1, b] + W[5, b])
+        rows = last[b] - before[b]
         if min(rows, rows_right - rows) >= keep:
-            lower_right = max(lower_right, value)
-        value, rows = _split_value(after, last, b + 1, top, K)
+            lower_right = max(lower_right, W[2, b] + W[6, b])
+        rows = last[b] - after[b]
         if min(rows, rows_excl - rows) >= min_leaf:
-            lower_excl = max(lower_excl, value)
+            lower_excl = max(lower_excl, W[3, b] + W[7, b])
     out[UB_LEFT, ell, g] = upper_left
     out[LB_LEFT, ell, g] = lower_left
     out[LB_RIGHT, ell, g] = lower_right
     out[UB_RIGHT, ell, g] = upper_right
     out[LB_RIGHT_EXCL, ell, g] = lower_excl
+
+
+@njit(cache=True, error_model="numpy")
+def _planes(E, swap, F):
+    """``F[k, g, b] = E[g, b, k]`` (``E[b, g, k]`` with ``swap``: root and child exchanged), so
+    that each arm's sums lie along contiguous rows."""
+    for k in range(F.shape[0]):
+        for g in range(F.shape[1]):
+            for b in range(F.shape[2]):
+                F[k, g, b] = E[b, g, k] if swap else E[g, b, k]
 
 
 @njit(cache=True, error_model="numpy")
@@ -139,25 +134,29 @@ def pair_bounds(j, bins, shifted, n_bins, min_leaf, children, roots):
     ``roots`` (p, n_bins) the root bins to bound. Returns ``mine`` (5, p, n_bins), the bounds of
     root feature j with each child feature l >= j, and ``theirs`` (5, p, n_bins), those of each
     root feature l > j with child feature j (at index l); -inf where nothing was asked. The
-    histogram of a pair serves both roles: with root and child swapped it is its transpose."""
+    histogram of a pair serves both roles: with root and child swapped it is its transpose,
+    laid out again by :func:`_planes` so that the bounds read contiguous rows."""
     p, K = bins.shape[0], shifted.shape[1]
     mine = np.full((5, p, n_bins), -np.inf)
     theirs = np.full((5, p, n_bins), -np.inf)
     E = np.empty((n_bins + 1, n_bins + 1, K + 1))
+    F = np.empty((K + 1, n_bins + 1, n_bins + 1))
+    W = np.empty((8, n_bins + 1))
     for ell in range(j, p):
         forward, backward = children[j, ell], ell > j and children[ell, j]
         if not (forward or backward):
             continue
         _pair_histogram(bins[j], bins[ell], shifted, E)
         if forward:
+            _planes(E, False, F)
             for g in range(n_bins):
                 if roots[j, g]:
-                    _root_bin_bounds(E, min_leaf, mine, ell, g)
+                    _root_bin_bounds(F, min_leaf, mine, ell, g, W)
         if backward:
-            swapped = E.transpose(1, 0, 2)
+            _planes(E, True, F)
             for g in range(n_bins):
                 if roots[ell, g]:
-                    _root_bin_bounds(swapped, min_leaf, theirs, ell, g)
+                    _root_bin_bounds(F, min_leaf, theirs, ell, g, W)
     return mine, theirs
 
 

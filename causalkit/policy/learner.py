@@ -72,6 +72,7 @@ result is cached).
 from __future__ import annotations
 
 import numbers
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -306,7 +307,13 @@ class TargetPolicyLearner(CausalEstimator):
         value = clone(self.value) if self.value is not None else TargetPolicyValue()
         if value.random_state is None:
             value.set_params(random_state=seed_int(self.seed_for("value")))
-        self.value_estimator_ = value._fit_data(data)
+        # the stacked rows are sorted once (every tree search reads its rows' orders from
+        # them); with threads, beside the value fit, which needs no more than one core
+        stacked = np.vstack([data.Xs, data.Xt]) if self.policy == "tree" else None
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            sorting = (pool.submit(sort_orders, stacked)
+                       if stacked is not None and self.n_jobs not in (None, 1) else None)
+            self.value_estimator_ = value._fit_data(data)
         self.arms_ = value.arms_
         self.n_features_in_ = value.n_features_in_
         self.feature_names_in_ = value.feature_names_in_
@@ -317,8 +324,10 @@ class TargetPolicyLearner(CausalEstimator):
         n_s = int(np.sum(~is_target))
         fixed = self.objective != "auto"
         candidates = (self.objective,) if fixed else ("target", "source")
-        # the stacked rows are sorted once; every tree search reads its rows' orders from them
-        orders = sort_orders(X) if self.policy == "tree" else None
+        orders = None
+        if stacked is not None:  # trimming to the overlap region leaves fewer rows to sort
+            orders = (sorting.result() if sorting is not None and X.shape == stacked.shape
+                      else sort_orders(X))
         held = {obj: self._held_out(value, obj, X, gamma, n_s, orders, final=fixed)
                 for obj in candidates}
         if self.objective == "auto":
