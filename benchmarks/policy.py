@@ -17,10 +17,13 @@ and runs it three times: once on each of the ``cv=2`` held-out folds (for the ho
 value fit also fits the domain model of the target. The learner sorts the stacked rows once
 (every search reads its rows' orders from that sort) and runs the three searches side by side,
 one thread each, on up to one thread per core (``n_jobs=-1``); econml's tree has no such
-option, so the one-thread learner and search are printed too. The compiled kernel's load time
-(from numba's on-disk cache, or its compilation on a first run) is printed separately. Last,
-the default value and learner fits (default nuisance models) with one BLAS thread, as the
-estimators fit (``CausalEstimator._fit_blas_threads``), against the process's BLAS pool.
+option, so the one-thread learner and search are printed too (with ``n_jobs`` the learner also
+fits its value estimator's two folds side by side and sorts the stacked rows beside that fit).
+The compiled kernel's load time (from numba's on-disk cache, or its compilation on a first run)
+is printed separately. Then ``TargetPolicyValue``'s fit with its folds side by side against one
+thread, with the default and the boosting domain model. Last, the default value and learner
+fits (default nuisance models) with one BLAS thread, as the estimators fit
+(``CausalEstimator._fit_blas_threads``), against the process's BLAS pool.
 """
 
 
@@ -106,7 +109,7 @@ def main(argv=None):
         "econml": econml_fit,
         "learner": lambda: learner_fit(-1),
         "learner_one": lambda: learner_fit(1),
-        "value": lambda: clone(tree_value).fit(Xs, y, a, X_target=Xt),
+        "value": lambda: clone(tree_value).set_params(n_jobs=-1).fit(Xs, y, a, X_target=Xt),
         "search": lambda: fit_policy_tree(X_stacked, gamma, depth=2, n_jobs=1),
     }
     seconds = {name: [] for name in runs}
@@ -139,7 +142,7 @@ def main(argv=None):
           f"{os.cpu_count()} cores)")
     print(f"  the same with n_jobs=1:                     "
           f"{np.median(seconds['learner_one']):8.2f} s")
-    print(f"  its value fit alone (cv=2):                 {np.median(seconds['value']):8.2f} s")
+    print(f"  its value fit alone (cv=2, n_jobs=-1):      {np.median(seconds['value']):8.2f} s")
     print(f"exact depth-2 search on {X_stacked.shape[0]} stacked rows:   "
           f"{np.median(seconds['search']):8.2f} s  (1 thread)")
     print(f"ratio tree learner / econml fit:              {ratio('learner')}  (target <= 2)")
@@ -150,7 +153,25 @@ def main(argv=None):
     print("   greedy tree runs once)")
     print(f"ratio linear learner / econml fit:            "
           f"{learner_s / np.median(seconds['econml']):8.2f}")
+    value_threads(Xs, a, y, Xt, args.repeats)
     blas_threads(Xs, a, y, Xt, args.repeats)
+
+
+def value_threads(Xs, a, y, Xt, repeats):
+    """``TargetPolicyValue`` fits with its folds on one thread and side by side on every core
+    (``n_jobs``), with the default models and with ``domain_model="boosting"`` (whose
+    histogram gradient boosting runs its own OpenMP threads): interleaved runs, median."""
+    print(f"TargetPolicyValue(cv=2).fit, n_jobs=-1 / n_jobs=1 ({repeats} interleaved runs):")
+    for domain_model in (None, "boosting"):
+        one, every = [], []
+        for _ in range(repeats):
+            for times, n_jobs in ((one, 1), (every, -1)):
+                start = time.perf_counter()
+                TargetPolicyValue(domain_model=domain_model, cv=2, n_jobs=n_jobs,
+                                  random_state=0).fit(Xs, y, a, X_target=Xt)
+                times.append(time.perf_counter() - start)
+        print(f"  domain_model={domain_model!s:31s} {np.median(every):6.2f} s / "
+              f"{np.median(one):6.2f} s = {np.median(np.array(every) / np.array(one)):.2f}")
 
 
 def blas_threads(Xs, a, y, Xt, repeats):

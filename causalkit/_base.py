@@ -199,8 +199,10 @@ def fit_blas_threads(n_threads):
 class _Refit:
     """Picklable bootstrap replicate: refit a clone on resampled data, return its point value.
 
-    BLAS runs single-threaded inside a replicate: the refits are many small fits, where
-    OpenBLAS threads spin more than they compute.
+    A replicate runs on one thread: its BLAS and OpenMP pools are limited to one thread (the
+    refits are many small fits, where OpenBLAS threads spin more than they compute) and an
+    estimator with an ``n_jobs`` parameter refits with ``n_jobs=1``; the bootstrap's own
+    ``n_jobs`` spreads the replicates over the cores.
     """
 
     def __init__(self, estimator, target):
@@ -209,6 +211,8 @@ class _Refit:
 
     def __call__(self, data) -> float:
         est = clone(self.estimator)
+        if "n_jobs" in est.get_params(deep=False):
+            est.set_params(n_jobs=1)
         with warnings.catch_warnings(), _threadpools().limit(limits=1):
             warnings.simplefilter("ignore", CausalkitWarning)
             est._fit_data(data)

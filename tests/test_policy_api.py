@@ -77,6 +77,44 @@ def test_unseeded_nuisance_models_are_seeded_from_random_state(data):
     assert fit(0).value != fit(1).value
 
 
+def test_value_fit_is_the_same_on_any_number_of_threads(data):
+    """n_jobs fits the cross-fitting folds side by side: every fitted array, fold model and
+    estimate equals the one-thread fit's."""
+    args, kw = _arrays(data)
+    one, two = (TargetPolicyValue(cv=3, n_jobs=n_jobs, random_state=0).fit(*args, **kw)
+                for n_jobs in (1, 2))
+    for name in ("mu_source_", "mu_target_", "propensity_", "weights_", "raw_weights_target_",
+                 "domain_target_", "residual_weights_", "source_folds_", "target_folds_"):
+        np.testing.assert_array_equal(getattr(one, name), getattr(two, name), err_msg=name)
+    for a, b in zip(one.domain_models_, two.domain_models_, strict=True):
+        np.testing.assert_array_equal(a[-1].coef_, b[-1].coef_)
+    e1, e2 = one.estimate(_first_feature_rule), two.estimate(_first_feature_rule)
+    assert (e1.value, e1.std_error) == (e2.value, e2.std_error)
+
+
+def test_learner_gives_its_threads_to_an_unset_value_and_replicates_refit_on_one(data,
+                                                                                 monkeypatch):
+    """The learner's n_jobs reaches a value estimator whose n_jobs is unset (a set one is
+    kept); a bootstrap replicate refits with n_jobs=1, its own jobs spread the replicates."""
+    args, kw = _arrays(data)
+    learner = TargetPolicyLearner(TargetPolicyValue(cv=2), policy="tree", n_jobs=2,
+                                  random_state=0).fit(*args, **kw)
+    assert learner.value_estimator_.n_jobs == 2 and learner.value.n_jobs is None
+    kept = TargetPolicyLearner(TargetPolicyValue(cv=2, n_jobs=1), policy="tree", n_jobs=2,
+                               random_state=0).fit(*args, **kw)
+    assert kept.value_estimator_.n_jobs == 1
+    seen = []
+    fit_data = TargetPolicyValue._fit_data
+
+    def record(self, container):
+        seen.append(self.n_jobs)
+        return fit_data(self, container)
+
+    monkeypatch.setattr(TargetPolicyValue, "_fit_data", record)
+    _quiet(learner.estimate, n_boot=3, random_state=0)
+    assert seen == [1, 1, 1]
+
+
 # ------------------------------------------------------------------- plots (regression)
 def test_value_plot_returns_the_overlap_figure(data):
     """TargetPolicyValue.plot() used to raise (plot_overlap got ``ax=``)."""

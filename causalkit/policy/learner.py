@@ -143,7 +143,7 @@ class TargetPolicyLearner(CausalEstimator):
     value : TargetPolicyValue, optional
         Value estimator (nuisance models, folds, clipping); cloned. Default
         ``TargetPolicyValue()``. When its ``random_state`` is unset it is seeded from this
-        learner's ``random_state``.
+        learner's ``random_state``, and when its ``n_jobs`` is unset it takes this learner's.
     policy : {"linear", "mlp", "tree"}
         Policy class: linear softmax rule, one-hidden-layer softmax network, or a depth-1/2 tree
         found by exact search over every split point.
@@ -153,12 +153,13 @@ class TargetPolicyLearner(CausalEstimator):
     min_samples_leaf : int
         Minimum rows per tree leaf.
     n_jobs : int or None
-        Threads of the tree policy's exact searches (``fit_policy_tree``): the held-out folds'
-        searches and, with a fixed ``objective``, the search on all rows run side by side, one
-        thread each (with ``objective="auto"`` the search on all rows follows the choice and
-        splits its root features over the threads). -1 (default) every core; None or 1 one
-        thread (inside a study that already runs one process per core). The learned trees do
-        not depend on it.
+        Threads of the fit: the value estimator's cross-fitting folds (when its own ``n_jobs``
+        is unset) and the tree policy's exact searches (``fit_policy_tree``): the stacked rows
+        are sorted beside the value fit, and the held-out folds' searches and, with a fixed
+        ``objective``, the search on all rows run side by side, one thread each (with
+        ``objective="auto"`` the search on all rows follows the choice and splits its root
+        features over the threads). -1 (default) every core; None or 1 one thread (inside a
+        study that already runs one process per core). The fit does not depend on it.
     l2 : float
         L2 penalty of the smooth policies (rewards are standardised first).
     temperature : float
@@ -307,6 +308,8 @@ class TargetPolicyLearner(CausalEstimator):
         value = clone(self.value) if self.value is not None else TargetPolicyValue()
         if value.random_state is None:
             value.set_params(random_state=seed_int(self.seed_for("value")))
+        if value.n_jobs is None:
+            value.set_params(n_jobs=self.n_jobs)
         # the stacked rows are sorted once (every tree search reads its rows' orders from
         # them); with threads, beside the value fit, which needs no more than one core
         stacked = np.vstack([data.Xs, data.Xt]) if self.policy == "tree" else None

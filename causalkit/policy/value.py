@@ -29,6 +29,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import roc_auc_score
@@ -37,7 +38,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.validation import check_is_fitted
 
 from causalkit._base import CausalEstimator
-from causalkit._validation import check_array, check_positive_int, seed_int
+from causalkit._validation import check_array, check_n_jobs, check_positive_int, seed_int
 from causalkit.exceptions import OverlapWarning
 from causalkit.inference import Estimate, contrast
 from causalkit.nuisance import (
@@ -198,6 +199,13 @@ class TargetPolicyValue(CausalEstimator):
         refits, which changes the estimand to the target value *within that region*: the
         summaries say so and ``n_trimmed_source_``/``n_trimmed_target_`` count the dropped
         units. A fit that trimmed defaults to the pipeline bootstrap interval (Notes).
+    n_jobs : int or None
+        Threads that fit the cross-fitting folds side by side (each fold's outcome, propensity
+        and domain models; joblib's convention: None is 1 unless a ``joblib.parallel_config``
+        says otherwise, -1 is every core). The fit is the same for any value. Threads pay with
+        the default linear models, not with models that run their own threads
+        (``domain_model="boosting"``); ``benchmarks/policy.py`` times both. Bootstrap
+        replicates refit on one thread each.
     random_state : None, int or numpy SeedSequence
         Seeds the two fold splits, the nuisance models whose ``random_state`` is unset and the
         bootstrap, each through its own stream
@@ -389,7 +397,7 @@ class TargetPolicyValue(CausalEstimator):
 
     def __init__(self, outcome_model=None, propensity_model=None, domain_model=None, cv=5,
                  min_propensity=1e-3, domain_clip=1e-3, max_weight=None, normalize=True,
-                 per_arm=True, on_poor_overlap="warn", random_state=None):
+                 per_arm=True, on_poor_overlap="warn", n_jobs=None, random_state=None):
         self.outcome_model = outcome_model
         self.propensity_model = propensity_model
         self.domain_model = domain_model
@@ -400,6 +408,7 @@ class TargetPolicyValue(CausalEstimator):
         self.normalize = normalize
         self.per_arm = per_arm
         self.on_poor_overlap = on_poor_overlap
+        self.n_jobs = n_jobs
         self.random_state = random_state
 
     # ------------------------------------------------------------------ fitting
@@ -415,6 +424,7 @@ class TargetPolicyValue(CausalEstimator):
             raise ValueError(f"domain_clip must be in (0, 0.5); got {self.domain_clip!r}")
         if self.max_weight is not None and not float(self.max_weight) > 0:
             raise ValueError(f"max_weight must be positive or None; got {self.max_weight!r}")
+        check_n_jobs(self.n_jobs)
         if not (isinstance(self.on_poor_overlap, str) and self.on_poor_overlap in ON_POOR_OVERLAP):
             raise ValueError(f"on_poor_overlap must be one of {ON_POOR_OVERLAP}; got "
                              f"{self.on_poor_overlap!r}")
@@ -551,8 +561,10 @@ class TargetPolicyValue(CausalEstimator):
         self.outcome_models_, self.propensity_models_ = [], []
         self.domain_models_, self.odds_factors_ = [], []
         self.source_folds_, self.target_folds_ = np.empty(n_s, dtype=int), np.empty(n_t, dtype=int)
-        for k, ((tr_s, te_s), (tr_t, te_t)) in enumerate(zip(folds_s, folds_t, strict=True)):
-            self.source_folds_[te_s], self.target_folds_[te_t] = k, k
+
+        def fit_fold(tr_s, te_s, tr_t, te_t):
+            """One fold's models, fitted on its training rows, and their predictions on its
+            test rows (each fold writes only its own test rows)."""
             mu_fit = self._outcome_fits(outcome, Xs, a_idx, y, tr_s)
             mu_s[te_s], mu_t[te_t] = (self._outcome_predict(mu_fit, Xs[te_s]),
                                       self._outcome_predict(mu_fit, Xt[te_t]))
@@ -565,6 +577,14 @@ class TargetPolicyValue(CausalEstimator):
             d_fit = fit_clone(domain, stacked, g)
             rho_s[te_s] = predict_positive_proba(d_fit, Xs[te_s])
             rho_t[te_t] = predict_positive_proba(d_fit, Xt[te_t])
+            return mu_fit, e_fit, d_fit
+
+        folds = list(zip(folds_s, folds_t, strict=True))
+        fits = Parallel(n_jobs=self.n_jobs, prefer="threads")(
+            delayed(fit_fold)(tr_s, te_s, tr_t, te_t) for (tr_s, te_s), (tr_t, te_t) in folds)
+        for k, (((tr_s, te_s), (tr_t, te_t)), (mu_fit, e_fit, d_fit)) in enumerate(
+                zip(folds, fits, strict=True)):
+            self.source_folds_[te_s], self.target_folds_[te_t] = k, k
             factor = tr_s.size / tr_t.size
             odds_factor_s[te_s], odds_factor_t[te_t] = factor, factor
             self.outcome_models_.append(mu_fit)
