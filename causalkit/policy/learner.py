@@ -314,8 +314,7 @@ class TargetPolicyLearner(CausalEstimator):
         # them); with threads, beside the value fit, which needs no more than one core
         stacked = np.vstack([data.Xs, data.Xt]) if self.policy == "tree" else None
         with ThreadPoolExecutor(max_workers=1) as pool:
-            sorting = (pool.submit(sort_orders, stacked)
-                       if stacked is not None and self.n_jobs not in (None, 1) else None)
+            sorting = pool.submit(sort_orders, stacked) if self._tree_threads() else None
             self.value_estimator_ = value._fit_data(data)
         self.arms_ = value.arms_
         self.n_features_in_ = value.n_features_in_
@@ -357,6 +356,10 @@ class TargetPolicyLearner(CausalEstimator):
                                      orders=self._fit_orders(orders, X_fit))
         self.policy_model_ = final
 
+    def _tree_threads(self):
+        """Whether the tree policy's work runs beside other work on threads (``n_jobs``)."""
+        return self.policy == "tree" and self.n_jobs not in (None, 1)
+
     @staticmethod
     def _objective_rows(value, objective, X, gamma):
         """Rows and rewards ``objective`` learns on: the stacked rows with the target score
@@ -395,7 +398,7 @@ class TargetPolicyLearner(CausalEstimator):
                  for k, train in enumerate(trains)]
         # tree searches (compiled, releasing the GIL) run side by side, one thread each; the
         # largest (all rows) is dispatched first
-        side_by_side = self.policy == "tree" and self.n_jobs not in (None, 1)
+        side_by_side = self._tree_threads()
         models = Parallel(n_jobs=self.n_jobs if side_by_side else 1, prefer="threads")(
             delayed(self._fit_policy)(*job, n_jobs=1 if side_by_side else None, orders=rows)
             for *job, rows in jobs)
