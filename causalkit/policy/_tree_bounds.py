@@ -95,34 +95,33 @@ def _root_bin_bounds(F, min_leaf, out, ell, g, W):
 
 
 @njit(cache=True, error_model="numpy")
-def _planes(E, swap, F):
-    """``F[k, g, b] = E[g, b, k]`` (``E[b, g, k]`` with ``swap``: root and child exchanged), so
-    that each arm's sums lie along contiguous rows."""
-    for k in range(F.shape[0]):
-        for g in range(F.shape[1]):
-            for b in range(F.shape[2]):
-                F[k, g, b] = E[b, g, k] if swap else E[g, b, k]
-
-
-@njit(cache=True, error_model="numpy")
-def _pair_histogram(root_bin, child_bin, shifted, E):
-    """Fill ``E`` (G + 1, B + 1, K + 1) with the arm sums and row count of the rows in root
-    bins < g and child bins < b at ``E[g, b]``."""
+def _pair_histogram(root_bin, child_bin, shifted, F):
+    """Fill ``F`` (K + 1, G + 1, B + 1) with arm k's sum (k = K: the row count) over the rows in
+    root bins < g and child bins < b at ``F[k, g, b]``: one plane per arm, so that the bounds
+    read contiguous rows."""
     n, K = shifted.shape
-    E[:] = 0.0
+    F[:] = 0.0
     for r in range(n):
         g, b = root_bin[r] + 1, child_bin[r] + 1
         for k in range(K):
-            E[g, b, k] += shifted[r, k]
-        E[g, b, K] += 1.0
-    for g in range(1, E.shape[0]):  # cumulative over the root bins, then the child bins
-        for b in range(E.shape[1]):
-            for k in range(K + 1):
-                E[g, b, k] += E[g - 1, b, k]
-    for g in range(E.shape[0]):
-        for b in range(1, E.shape[1]):
-            for k in range(K + 1):
-                E[g, b, k] += E[g, b - 1, k]
+            F[k, g, b] += shifted[r, k]
+        F[K, g, b] += 1.0
+    for k in range(K + 1):  # cumulative over the root bins, then the child bins
+        for g in range(1, F.shape[1]):
+            for b in range(F.shape[2]):
+                F[k, g, b] += F[k, g - 1, b]
+        for g in range(F.shape[1]):
+            for b in range(1, F.shape[2]):
+                F[k, g, b] += F[k, g, b - 1]
+
+
+@njit(cache=True, error_model="numpy")
+def _swap_roles(F, out):
+    """``out[k, b, g] = F[k, g, b]``: the pair's histogram with root and child exchanged."""
+    for k in range(F.shape[0]):
+        for g in range(F.shape[1]):
+            for b in range(F.shape[2]):
+                out[k, b, g] = F[k, g, b]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -134,29 +133,28 @@ def pair_bounds(j, bins, shifted, n_bins, min_leaf, children, roots):
     ``roots`` (p, n_bins) the root bins to bound. Returns ``mine`` (5, p, n_bins), the bounds of
     root feature j with each child feature l >= j, and ``theirs`` (5, p, n_bins), those of each
     root feature l > j with child feature j (at index l); -inf where nothing was asked. The
-    histogram of a pair serves both roles: with root and child swapped it is its transpose,
-    laid out again by :func:`_planes` so that the bounds read contiguous rows."""
+    histogram of a pair serves both roles: with root and child swapped it is its transpose
+    (:func:`_swap_roles`)."""
     p, K = bins.shape[0], shifted.shape[1]
     mine = np.full((5, p, n_bins), -np.inf)
     theirs = np.full((5, p, n_bins), -np.inf)
-    E = np.empty((n_bins + 1, n_bins + 1, K + 1))
     F = np.empty((K + 1, n_bins + 1, n_bins + 1))
+    swapped = np.empty_like(F)
     W = np.empty((8, n_bins + 1))
     for ell in range(j, p):
         forward, backward = children[j, ell], ell > j and children[ell, j]
         if not (forward or backward):
             continue
-        _pair_histogram(bins[j], bins[ell], shifted, E)
+        _pair_histogram(bins[j], bins[ell], shifted, F)
         if forward:
-            _planes(E, False, F)
             for g in range(n_bins):
                 if roots[j, g]:
                     _root_bin_bounds(F, min_leaf, mine, ell, g, W)
         if backward:
-            _planes(E, True, F)
+            _swap_roles(F, swapped)
             for g in range(n_bins):
                 if roots[ell, g]:
-                    _root_bin_bounds(F, min_leaf, theirs, ell, g, W)
+                    _root_bin_bounds(swapped, min_leaf, theirs, ell, g, W)
     return mine, theirs
 
 
